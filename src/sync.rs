@@ -54,6 +54,7 @@ impl<T> UnsafeCell<T> {
 }
 
 #[cfg(loom)]
+#[allow(unused_imports)] // used by the FIFOs
 pub(crate) use loom::cell::UnsafeCell;
 
 /// Spin with exponential backoff, then yield the CPU.

@@ -1,0 +1,169 @@
+//! `cell_*` scenarios: DPDK's virtio measurement of assign-unless-equal, and what the check
+//! costs a lone thread.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use flowline::cell::AssignUnlessEqual;
+
+use crate::harness::{alone, pair, Impl, Metric, Report};
+
+/// Three fields on one line, as in the virtio test.
+#[derive(Default)]
+struct Fields {
+    a: AtomicU64,
+    b: AtomicU64,
+    c: AtomicU64,
+}
+
+#[derive(Clone, Copy)]
+enum Write {
+    Store,
+    Flowline,
+}
+
+impl Write {
+    #[inline(always)]
+    fn put(self, f: &AtomicU64, v: u64) {
+        match self {
+            // Relaxed in both: the scenario measures line traffic, not ordering.
+            Write::Store => f.store(v, Ordering::Relaxed),
+            Write::Flowline => {
+                f.assign_unless_equal(v, Ordering::Relaxed);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn put3(self, line: &Fields, v: u64) {
+        self.put(&line.a, v);
+        self.put(&line.b, v);
+        self.put(&line.c, v);
+    }
+}
+
+/// The writers' loop, kept out of line so its code can be read in the disassembly.
+#[inline(never)]
+fn rewrite_loop(w: Write, line: &Fields, iters: u64) {
+    for _ in 0..iters {
+        w.put3(line, 0);
+    }
+}
+
+fn impls<'a>(f: impl Fn(Write) -> Vec<f64> + 'a + Copy) -> Vec<Impl<'a>> {
+    vec![
+        ("flowline", Box::new(move || f(Write::Flowline))),
+        ("store", Box::new(move || f(Write::Store))),
+    ]
+}
+
+pub fn run(r: &mut Report) {
+    let iters: u64 = if r.quick { 1_000_000 } else { 100_000_000 };
+
+    // (a) The virtio shape: two threads, each re-writing an unchanged value into 3 fields of
+    // one shared line, `iters` times; the figure is the sum of both threads' times per
+    // iteration.
+    r.scenario(
+        "cell_2writers_unchanged",
+        &[Metric {
+            suffix: "",
+            unit: "ns",
+            higher_is_better: false,
+        }],
+        impls(move |w| {
+            let line = CachePadded::new(Fields::default());
+            let body = || {
+                let t = Instant::now();
+                rewrite_loop(w, &line, iters);
+                t.elapsed().as_nanos() as f64
+            };
+            let (ta, tb) = pair(body, body);
+            vec![(ta + tb) / iters as f64]
+        }),
+        &[("flowline", "store")],
+    );
+
+    // (b) One writer re-writing an unchanged value, one reader reading the fields: reader
+    // reads per second (headline), and the writer's time per write.
+    let reads: u64 = if r.quick { 1_000_000 } else { 100_000_000 };
+    r.scenario(
+        "cell_reader_unchanged",
+        &[
+            Metric {
+                suffix: "",
+                unit: "Mreads/s",
+                higher_is_better: true,
+            },
+            Metric {
+                suffix: "_writer",
+                unit: "ns",
+                higher_is_better: false,
+            },
+        ],
+        impls(move |w| {
+            let line = CachePadded::new(Fields::default());
+            let done = CachePadded::new(AtomicBool::new(false));
+            let (writer_ns, reader_rate) = pair(
+                || {
+                    let t = Instant::now();
+                    let mut n = 0u64;
+                    // Relaxed: `done` only ends the loop; nothing is published through it.
+                    while !done.load(Ordering::Relaxed) {
+                        for _ in 0..64 {
+                            w.put3(&line, 0);
+                        }
+                        n += 64;
+                    }
+                    t.elapsed().as_nanos() as f64 / n as f64
+                },
+                || {
+                    let t = Instant::now();
+                    let mut sum = 0u64;
+                    for _ in 0..reads {
+                        // One "read" = the three fields, as the virtio reader does.
+                        sum = sum
+                            .wrapping_add(line.a.load(Ordering::Relaxed))
+                            .wrapping_add(line.b.load(Ordering::Relaxed))
+                            .wrapping_add(line.c.load(Ordering::Relaxed));
+                    }
+                    let el = t.elapsed().as_secs_f64();
+                    done.store(true, Ordering::Relaxed);
+                    black_box(sum);
+                    reads as f64 / el / 1e6
+                },
+            );
+            vec![reader_rate, writer_ns]
+        }),
+        &[("flowline", "store")],
+    );
+
+    // (c) One thread alone: what the check costs when nobody else looks.
+    for (scenario, changing) in [
+        ("cell_1thread_unchanged", false),
+        ("cell_1thread_changing", true),
+    ] {
+        r.scenario(
+            scenario,
+            &[Metric {
+                suffix: "",
+                unit: "ns",
+                higher_is_better: false,
+            }],
+            impls(move |w| {
+                let x = CachePadded::new(AtomicU64::new(0));
+                let mask = if changing { 1 } else { 0 };
+                let ns = alone(|| {
+                    let t = Instant::now();
+                    for i in 0..iters {
+                        w.put(&x, black_box(i & mask));
+                    }
+                    t.elapsed().as_nanos() as f64
+                });
+                vec![ns / iters as f64]
+            }),
+            &[("flowline", "store")],
+        );
+    }
+}

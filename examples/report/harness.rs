@@ -1,0 +1,218 @@
+//! The report's measuring harness: pinned threads, the placement probe, alternation of the
+//! compared implementations, medians, and the output format of DESIGN.md ("The benchmark
+//! report"): `name value unit` lines, then `ratio_<scenario>_<a>_vs_<b> value x` lines.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+/// Where the two measuring threads run: producer / writer / distributor side, and the
+/// consumer / reader / worker side.
+pub const CPU_A: usize = 0;
+pub const CPU_B: usize = 1;
+
+/// Pins the calling thread, warning once on stderr if the OS refuses.
+pub fn pin(cpu: usize) {
+    if let Err(e) = flowline::topology::pin_current_thread(cpu) {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            eprintln!("# warning: could not pin to CPU {cpu}: {e}; figures are unpinned");
+        }
+    }
+}
+
+/// Runs `a` on CPU_A and `b` on CPU_B, started together behind a barrier; returns both
+/// results.
+pub fn pair<RA: Send, RB: Send>(
+    a: impl FnOnce() -> RA + Send,
+    b: impl FnOnce() -> RB + Send,
+) -> (RA, RB) {
+    let start = Barrier::new(2);
+    std::thread::scope(|s| {
+        let ha = s.spawn(|| {
+            pin(CPU_A);
+            start.wait();
+            a()
+        });
+        let hb = s.spawn(|| {
+            pin(CPU_B);
+            start.wait();
+            b()
+        });
+        (ha.join().unwrap(), hb.join().unwrap())
+    })
+}
+
+/// Runs `f` on CPU_A alone.
+pub fn alone<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pin(CPU_A);
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// CPU_A <-> CPU_B cache-line round trip in ns, over about 20 ms of ping-pong: the VM's
+/// placement (about 100 ns near, 500 ns far) that every cross-core figure moves with.
+pub fn probe_rtt_ns() -> f64 {
+    let line = CachePadded::new(AtomicU64::new(0));
+    let stop = AtomicBool::new(false);
+    let (rounds, elapsed) = pair(
+        || {
+            let t0 = Instant::now();
+            let mut i = 0u64;
+            while t0.elapsed() < Duration::from_millis(20) {
+                line.store(2 * i + 1, Ordering::Release);
+                while line.load(Ordering::Acquire) != 2 * i + 2 {
+                    std::hint::spin_loop();
+                }
+                i += 1;
+            }
+            stop.store(true, Ordering::Release);
+            line.store(u64::MAX, Ordering::Release);
+            (i, t0.elapsed())
+        },
+        || {
+            let mut i = 0u64;
+            loop {
+                let v = line.load(Ordering::Acquire);
+                if v == u64::MAX || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                if v == 2 * i + 1 {
+                    line.store(2 * i + 2, Ordering::Release);
+                    i += 1;
+                }
+                std::hint::spin_loop();
+            }
+        },
+    )
+    .0;
+    elapsed.as_nanos() as f64 / rounds.max(1) as f64
+}
+
+/// One figure an implementation produces per repetition.
+pub struct Metric {
+    /// Appended to the scenario name (`""` for the headline figure).
+    pub suffix: &'static str,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+}
+
+/// One implementation of a scenario: its name and a closure that runs one repetition and
+/// returns one value per metric.
+pub type Impl<'a> = (&'static str, Box<dyn FnMut() -> Vec<f64> + 'a>);
+
+pub struct Report {
+    filters: Vec<String>,
+    pub reps: usize,
+    pub quick: bool,
+    rows: Vec<(String, f64, &'static str)>,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl Report {
+    pub fn new(filters: Vec<String>, reps: usize, quick: bool) -> Report {
+        Report {
+            filters,
+            reps,
+            quick,
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn wants(&self, scenario: &str) -> bool {
+        self.filters.is_empty() || self.filters.iter().any(|f| scenario.contains(f.as_str()))
+    }
+
+    fn emit(&mut self, name: String, value: f64, unit: &'static str) {
+        println!("{name} {value:.4} {unit}");
+        self.rows.push((name, value, unit));
+    }
+
+    /// Runs `impls` alternately (A B A B ...) `reps` times each, prints the median of every
+    /// metric, then the ratio of the headline metric (metrics[0]) for each pair in
+    /// `ratios`, oriented so that above 1 means the first impl wins. Prints the placement
+    /// probe before and after.
+    pub fn scenario(
+        &mut self,
+        name: &str,
+        metrics: &[Metric],
+        mut impls: Vec<Impl<'_>>,
+        ratios: &[(&'static str, &'static str)],
+    ) {
+        if !self.wants(name) {
+            return;
+        }
+        let before = probe_rtt_ns();
+        self.emit("probe_rtt_ns".into(), before, "ns");
+        let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); metrics.len()]; impls.len()];
+        for _ in 0..self.reps {
+            for (i, (_, run)) in impls.iter_mut().enumerate() {
+                let values = run();
+                assert_eq!(values.len(), metrics.len());
+                for (m, v) in values.into_iter().enumerate() {
+                    samples[i][m].push(v);
+                }
+            }
+        }
+        let after = probe_rtt_ns();
+        let mut medians = Vec::new();
+        for (i, (impl_name, _)) in impls.iter().enumerate() {
+            let mut per_metric = Vec::new();
+            for (m, metric) in metrics.iter().enumerate() {
+                let v = median(&mut samples[i][m]);
+                per_metric.push(v);
+                self.emit(
+                    format!("{impl_name}_{name}{}", metric.suffix),
+                    v,
+                    metric.unit,
+                );
+            }
+            medians.push((*impl_name, per_metric));
+        }
+        for &(a, b) in ratios {
+            let va = medians.iter().find(|(n, _)| *n == a).expect("ratio impl").1[0];
+            let vb = medians.iter().find(|(n, _)| *n == b).expect("ratio impl").1[0];
+            let r = if metrics[0].higher_is_better {
+                va / vb
+            } else {
+                vb / va
+            };
+            self.emit(format!("ratio_{name}_{a}_vs_{b}"), r, "x");
+        }
+        self.emit("probe_rtt_ns".into(), after, "ns");
+        if before.max(after) > 1.5 * before.min(after) {
+            eprintln!(
+                "# warning: {name}: placement moved during the scenario \
+                 (probe {before:.0} ns -> {after:.0} ns); its ratios mix placements"
+            );
+        }
+    }
+
+    /// The human-readable table, after all machine lines.
+    pub fn print_table(&self) {
+        println!();
+        println!("| figure | value | unit |");
+        println!("| --- | ---: | --- |");
+        for (name, value, unit) in &self.rows {
+            println!("| {name} | {value:.3} | {unit} |");
+        }
+    }
+}

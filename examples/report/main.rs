@@ -1,0 +1,55 @@
+//! The benchmark report: every scenario side by side with its peers, in one run.
+//!
+//! ```text
+//! cargo run --release --example report -- [--quick] [--reps N] [FILTER...]
+//! ```
+//!
+//! Runs all scenarios, or those whose name contains a FILTER, and prints one line per
+//! figure, `name value unit` (`name` = `<impl>_<scenario>`), ratio lines
+//! `ratio_<scenario>_<a>_vs_<b> value x` (above 1: `a` wins), and `probe_rtt_ns` (CPU 0 <->
+//! CPU 1 cache-line round trip) before and after each scenario; then a table. Threads are
+//! pinned to CPU 0 and CPU 1; compared implementations alternate within a scenario and the
+//! printed value is the median of the repetitions. `--quick` shrinks every loop (a smoke
+//! run for CI, not a measurement).
+
+mod cell;
+mod harness;
+
+fn main() {
+    let mut filters = Vec::new();
+    let mut reps = 5;
+    let mut quick = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--reps" => {
+                reps = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n: &usize| n > 0)
+                    .unwrap_or_else(|| {
+                        eprintln!("--reps takes a positive number");
+                        std::process::exit(2)
+                    })
+            }
+            "-h" | "--help" => {
+                println!("usage: report [--quick] [--reps N] [FILTER...]");
+                println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
+                println!("           cell_1thread_unchanged cell_1thread_changing");
+                return;
+            }
+            f if f.starts_with('-') => {
+                eprintln!("unknown flag {f}; see --help");
+                std::process::exit(2)
+            }
+            f => filters.push(f.to_string()),
+        }
+    }
+    if quick && reps == 5 {
+        reps = 1;
+    }
+    let mut r = harness::Report::new(filters, reps, quick);
+    cell::run(&mut r);
+    r.print_table();
+}
