@@ -47,5 +47,6 @@
 pub(crate) mod sync;
 
 pub mod cell;
+pub mod fifo;
 pub mod slot;
 pub mod topology;

@@ -1,12 +1,11 @@
 //! The one switch between the real synchronisation primitives and loom's models.
 //!
-//! Every other module imports atomics, `UnsafeCell`, `Arc`, thread yields and the
-//! spin-then-yield backoff from here, so production code is written once and the loom
+//! Every other module imports atomics, `Arc`, slot-access tracking and the spin-then-yield
+//! backoff from here, so production code is written once and the loom
 //! models (`RUSTFLAGS="--cfg loom"`) check exactly the code that ships. No other file
 //! names loom.
 //!
-//! This module is public so that code built on flowline (and the crate's own loom tests)
-//! can name the same atomic types the primitives use: under `cfg(loom)` they are loom's.
+//! The module is crate-private; loom tests name loom's types directly.
 
 /// Atomic types: `core::sync::atomic` normally, `loom::sync::atomic` under `cfg(loom)`.
 pub mod atomic {
@@ -22,40 +21,61 @@ pub mod atomic {
     };
 }
 
-/// An `UnsafeCell` with loom's closure API (`with`, `with_mut`).
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+/// Race tracking for buffers whose elements are accessed through raw pointers (the FIFO
+/// slots).
 ///
-/// Under loom the accesses are tracked and a racy pair fails the model; in normal builds
-/// both calls compile to a plain pointer hand-out.
-#[cfg(not(loom))]
-#[derive(Debug)]
-#[repr(transparent)]
-pub(crate) struct UnsafeCell<T: ?Sized>(core::cell::UnsafeCell<T>);
-
-#[cfg(not(loom))]
-#[allow(dead_code)] // used by the FIFOs; kept here so the shim is complete
-impl<T> UnsafeCell<T> {
-    /// Wraps `value`.
-    #[inline]
-    pub(crate) const fn new(value: T) -> Self {
-        Self(core::cell::UnsafeCell::new(value))
-    }
-
-    /// Runs `f` with a shared raw pointer to the contents.
-    #[inline(always)]
-    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-        f(self.0.get())
-    }
-
-    /// Runs `f` with an exclusive raw pointer to the contents.
-    #[inline(always)]
-    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-        f(self.0.get())
-    }
+/// The rings keep their elements in a plain allocation so that bursts and chunks can be
+/// handed out as contiguous slices and copied with `memcpy`; loom cannot model a slice
+/// spanning many of its `UnsafeCell`s. Instead, every place that reads or writes slot `i`
+/// also calls [`AccessTracker::read`] / [`AccessTracker::write`] for `i`. Normally these are
+/// empty and compile away; under loom each is an access to a per-slot `loom::cell::UnsafeCell<()>`,
+/// so loom reports any producer and consumer accesses to one slot that are not ordered by
+/// happens-before, which is exactly a data race on the slot.
+pub(crate) struct AccessTracker {
+    #[cfg(loom)]
+    cells: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
-#[cfg(loom)]
-#[allow(unused_imports)] // used by the FIFOs
-pub(crate) use loom::cell::UnsafeCell;
+impl AccessTracker {
+    /// A tracker for `n` slots.
+    #[inline]
+    pub(crate) fn new(n: usize) -> Self {
+        #[cfg(not(loom))]
+        {
+            let _ = n;
+            AccessTracker {}
+        }
+        #[cfg(loom)]
+        {
+            AccessTracker {
+                cells: (0..n).map(|_| loom::cell::UnsafeCell::new(())).collect(),
+            }
+        }
+    }
+
+    /// Records a read of slot `i` at this point of the calling thread.
+    #[inline(always)]
+    pub(crate) fn read(&self, i: usize) {
+        #[cfg(loom)]
+        self.cells[i].with(|_| ());
+        #[cfg(not(loom))]
+        let _ = i;
+    }
+
+    /// Records a write of slot `i` at this point of the calling thread.
+    #[inline(always)]
+    pub(crate) fn write(&self, i: usize) {
+        #[cfg(loom)]
+        self.cells[i].with_mut(|_| ());
+        #[cfg(not(loom))]
+        let _ = i;
+    }
+}
 
 /// Spin with exponential backoff, then yield the CPU.
 ///

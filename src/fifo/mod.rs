@@ -1,0 +1,84 @@
+//! Bounded packet FIFOs: one cache-line transfer moves many packets.
+//!
+//! * [`spsc`]: single producer, single consumer.
+//!
+//! Shared by the rings: capacity is fixed at creation and rounded up to a power of two
+//! (every slot usable); the producer's and the consumer's indices live on separate
+//! `CachePadded` lines; each side keeps a private copy of the other side's index and
+//! reloads it only when that copy says full (producer) or empty (consumer), so a burst
+//! costs one read of the remote line at most, and usually none. Burst operations take as
+//! many items as fit; bulk operations all or nothing; chunks hand out slots to fill or read
+//! in place.
+
+use core::fmt;
+
+pub mod spsc;
+
+/// A ring capacity that cannot be honoured.
+///
+/// ```
+/// use flowline::fifo::{spsc, CapacityError};
+/// assert_eq!(spsc::channel::<u64>(0).unwrap_err(), CapacityError::Zero);
+/// assert!(matches!(spsc::channel::<u64>(usize::MAX), Err(CapacityError::TooLarge { .. })));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityError {
+    /// A capacity of zero: a ring that can hold nothing would make every push fail.
+    Zero,
+    /// The capacity, rounded up to a power of two, exceeds what the index arithmetic or the
+    /// address space allows for this element type.
+    TooLarge {
+        /// The capacity asked for.
+        requested: usize,
+        /// The largest capacity this element type allows.
+        max: usize,
+    },
+    /// The allocator could not provide the slots.
+    AllocFailed {
+        /// Slots asked for (the rounded capacity).
+        slots: usize,
+        /// Bytes asked for.
+        bytes: usize,
+    },
+}
+
+impl CapacityError {
+    /// Validates `requested` for elements of `elem_size` bytes and returns the number of
+    /// slots (the next power of two).
+    pub(crate) fn slots_for(requested: usize, elem_size: usize) -> Result<usize, CapacityError> {
+        // Indices run freely and wrap; tail - head must stay unambiguous, so at most half the
+        // index space. Bytes must fit in isize for the allocation.
+        let index_max = 1usize << (usize::BITS - 1);
+        let byte_max = (isize::MAX as usize)
+            .checked_div(elem_size)
+            .map_or(index_max, |m| m.min(index_max));
+        // The largest power of two not above byte_max.
+        let max = 1usize << (usize::BITS - 1 - byte_max.leading_zeros());
+        if requested == 0 {
+            return Err(CapacityError::Zero);
+        }
+        match requested.checked_next_power_of_two() {
+            Some(slots) if slots <= max => Ok(slots),
+            _ => Err(CapacityError::TooLarge { requested, max }),
+        }
+    }
+}
+
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CapacityError::Zero => write!(f, "ring capacity 0: ask for at least 1 slot"),
+            CapacityError::TooLarge { requested, max } => write!(
+                f,
+                "ring capacity {requested} is too large: at most {max} slots for this element \
+                 type (capacities round up to a power of two)"
+            ),
+            CapacityError::AllocFailed { slots, bytes } => write!(
+                f,
+                "could not allocate {slots} ring slots ({bytes} bytes): ask for a smaller capacity"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CapacityError {}

@@ -1,0 +1,1243 @@
+//! Bounded single-producer single-consumer ring.
+//!
+//! [`channel`] makes a ring and returns its two ends: a [`Producer`] and a [`Consumer`],
+//! each `Send` (move it to its thread) and neither `Sync` (one thread per end at a time).
+//!
+//! # Capacity
+//!
+//! The requested capacity is rounded up to the next power of two and every slot is usable:
+//! `channel::<T>(1000)` holds 1024 items. Indices run freely (wrapping `usize` counters);
+//! the slot of index `i` is `i & (slots - 1)`.
+//!
+//! # Cache lines
+//!
+//! The producer's index (`tail`) and the consumer's index (`head`) are each alone on a
+//! `CachePadded` line. Each end keeps its own index and the buffer pointer in its own
+//! struct, plus a cached copy of the other end's index, and reads the remote line only when
+//! that copy says full (producer) or empty (consumer). One burst of n items costs the
+//! producer n slot writes and one store to its own index line, and at most one read of
+//! the consumer's line; the consumer likewise. Slots are transferred as whole lines (8
+//! eight-byte items per 64-byte line).
+//!
+//! # Operations
+//!
+//! | | producer | consumer |
+//! | --- | --- | --- |
+//! | single | [`push`](Producer::push) | [`pop`](Consumer::pop), [`peek`](Consumer::peek) |
+//! | burst (as many as fit) | [`push_burst`](Producer::push_burst) (`T: Copy`), [`push_burst_iter`](Producer::push_burst_iter) | [`pop_burst`](Consumer::pop_burst) (`T: Copy`), [`pop_burst_into`](Consumer::pop_burst_into) |
+//! | bulk (all or nothing) | [`push_bulk`](Producer::push_bulk) (`T: Copy`), [`push_bulk_iter`](Producer::push_bulk_iter) | [`pop_bulk`](Consumer::pop_bulk) (`T: Copy`), [`pop_bulk_into`](Consumer::pop_bulk_into) |
+//! | zero-copy | [`write_chunk`](Producer::write_chunk) | [`read_chunk`](Consumer::read_chunk) |
+//!
+//! Items still in the ring when both ends are gone are dropped exactly once.
+//!
+//! # Example
+//!
+//! ```
+//! use flowline::fifo::spsc;
+//!
+//! let (mut tx, mut rx) = spsc::channel::<u64>(1024).unwrap();
+//! let t = std::thread::spawn(move || {
+//!     let packets: Vec<u64> = (0..10_000).collect();
+//!     let mut sent = 0;
+//!     while sent < packets.len() {
+//!         sent += tx.push_burst(&packets[sent..(sent + 32).min(packets.len())]);
+//!     }
+//! });
+//! let mut buf = [0u64; 32];
+//! let mut next = 0;
+//! while next < 10_000 {
+//!     let n = rx.pop_burst(&mut buf);
+//!     for &p in &buf[..n] {
+//!         assert_eq!(p, next);
+//!         next += 1;
+//!     }
+//! }
+//! t.join().unwrap();
+//! ```
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::ptr;
+
+use crossbeam_utils::CachePadded;
+
+use super::CapacityError;
+use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AccessTracker, Arc};
+
+/// Makes a ring of at least `capacity` slots (rounded up to a power of two).
+///
+/// # Errors
+///
+/// [`CapacityError::Zero`] for 0, [`CapacityError::TooLarge`] when the rounded capacity
+/// overflows the index space or the address space for `T`, and
+/// [`CapacityError::AllocFailed`] when the allocator refuses (no abort on huge requests).
+///
+/// ```
+/// let (tx, rx) = flowline::fifo::spsc::channel::<u32>(3).unwrap();
+/// assert_eq!(tx.capacity(), 4);
+/// assert_eq!(rx.capacity(), 4);
+/// ```
+pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    with_start_index(capacity, 0)
+}
+
+/// As [`channel`], with both indices starting at `start` (tests start just below the wrap
+/// point of the `usize` counters).
+pub(crate) fn with_start_index<T>(
+    capacity: usize,
+    start: usize,
+) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
+    let mut v: Vec<MaybeUninit<T>> = Vec::new();
+    v.try_reserve_exact(slots)
+        .map_err(|_| CapacityError::AllocFailed {
+            slots,
+            bytes: slots.saturating_mul(core::mem::size_of::<T>()),
+        })?;
+    // SAFETY: capacity for `slots` elements was reserved above, and `MaybeUninit<T>` needs
+    // no initialisation.
+    unsafe { v.set_len(slots) };
+    let buf = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<T>;
+    let shared = Arc::new(Shared {
+        tail: CachePadded::new(AtomicUsize::new(start)),
+        head: CachePadded::new(AtomicUsize::new(start)),
+        producer_gone: AtomicBool::new(false),
+        consumer_gone: AtomicBool::new(false),
+        buf,
+        slots,
+        tracker: AccessTracker::new(slots),
+        _owns: PhantomData,
+    });
+    let producer = Producer {
+        buf,
+        mask: slots - 1,
+        tail: start,
+        cached_head: start,
+        shared: Arc::clone(&shared),
+    };
+    let consumer = Consumer {
+        buf,
+        mask: slots - 1,
+        head: start,
+        cached_tail: start,
+        shared,
+    };
+    Ok((producer, consumer))
+}
+
+/// The state both ends share. `tail` and `head` are each alone on a padded line; the rest
+/// is read only at creation, by `is_abandoned` and at drop.
+struct Shared<T> {
+    /// Index one past the last published item. Written by the producer only.
+    tail: CachePadded<AtomicUsize>,
+    /// Index of the next item to consume. Written by the consumer only.
+    head: CachePadded<AtomicUsize>,
+    producer_gone: AtomicBool,
+    consumer_gone: AtomicBool,
+    buf: *mut MaybeUninit<T>,
+    slots: usize,
+    tracker: AccessTracker,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: the shared state only hands `T` values from the producer's thread to the
+// consumer's (never shares a `&T` between threads: each end is !Sync), so `T: Send`
+// suffices. The raw buffer pointer is owned by this struct and freed once, in `Drop`.
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: as above; concurrent access from the two ends is to disjoint slots, ordered by the
+// Release/Acquire index protocol.
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // Both ends are gone (this is the last Arc), so the indices are final.
+        let head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Relaxed);
+        let mask = self.slots - 1;
+        let mut i = head;
+        while i != tail {
+            self.tracker.write(i & mask);
+            // SAFETY: slots in [head, tail) hold initialised items that were published and
+            // not consumed; each is dropped once here and the buffer is freed right after.
+            unsafe { ptr::drop_in_place((*self.buf.add(i & mask)).as_mut_ptr()) };
+            i = i.wrapping_add(1);
+        }
+        // SAFETY: `buf` came from `Box::into_raw` of a boxed slice of `slots` elements in
+        // `with_start_index` and is freed only here.
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.buf, self.slots)) });
+    }
+}
+
+/// The writing end of an SPSC ring.
+pub struct Producer<T> {
+    buf: *mut MaybeUninit<T>,
+    mask: usize,
+    /// This end's own index (the published `tail` equals it between calls).
+    tail: usize,
+    /// Last value of `head` read from the consumer's line.
+    cached_head: usize,
+    shared: Arc<Shared<T>>,
+}
+
+// SAFETY: the producer may move to another thread with its `T`s; it is not `Sync`, so only
+// one thread uses it at a time (the raw pointer makes it !Sync).
+unsafe impl<T: Send> Send for Producer<T> {}
+
+/// The reading end of an SPSC ring.
+pub struct Consumer<T> {
+    buf: *mut MaybeUninit<T>,
+    mask: usize,
+    /// This end's own index (the published `head` equals it between calls).
+    head: usize,
+    /// Last value of `tail` read from the producer's line.
+    cached_tail: usize,
+    shared: Arc<Shared<T>>,
+}
+
+// SAFETY: as for `Producer`.
+unsafe impl<T: Send> Send for Consumer<T> {}
+
+/// Splits `n` slots starting at index `start` into the lengths of the (at most) two
+/// contiguous runs of a ring of `mask + 1` slots.
+#[inline(always)]
+fn runs(start: usize, n: usize, mask: usize) -> (usize, usize) {
+    let first = n.min(mask + 1 - (start & mask));
+    (first, n - first)
+}
+
+impl<T> Producer<T> {
+    /// Free slots, reloading the consumer's index only if the cached view has fewer than
+    /// `want`.
+    #[inline(always)]
+    fn free_for(&mut self, want: usize) -> usize {
+        let cap = self.mask + 1;
+        let free = cap - self.tail.wrapping_sub(self.cached_head);
+        if free >= want {
+            return free;
+        }
+        // Acquire: pairs with the consumer's Release store of `head`, so its reads (and
+        // drops) of the slots it released happen before this end overwrites them.
+        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        cap - self.tail.wrapping_sub(self.cached_head)
+    }
+
+    #[inline(always)]
+    fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
+        // SAFETY: `index & mask` is below the slot count, so the result is in bounds of the
+        // allocation.
+        unsafe { self.buf.add(index & self.mask) }
+    }
+
+    /// Makes `n` more written slots visible to the consumer.
+    #[inline(always)]
+    fn publish(&mut self, n: usize) {
+        self.tail = self.tail.wrapping_add(n);
+        // Release: pairs with the consumer's Acquire load of `tail`, so the slot writes
+        // before this store are visible to it.
+        self.shared.tail.store(self.tail, Ordering::Release);
+    }
+
+    /// Appends `value`, or gives it back if the ring is full.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel(1).unwrap();
+    /// assert_eq!(tx.push(1), Ok(()));
+    /// assert_eq!(tx.push(2), Err(2));
+    /// ```
+    #[inline]
+    pub fn push(&mut self, value: T) -> Result<(), T> {
+        if self.free_for(1) == 0 {
+            return Err(value);
+        }
+        self.shared.tracker.write(self.tail & self.mask);
+        // SAFETY: the slot at `tail` is free (the consumer released it, Acquire above) and
+        // only this end writes free slots.
+        unsafe { (*self.slot(self.tail)).write(value) };
+        self.publish(1);
+        Ok(())
+    }
+
+    /// Reserves up to `n` free slots to fill in place (fewer if fewer are free; possibly
+    /// none). Nothing is visible to the consumer until [`WriteChunk::commit`].
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+    /// let mut chunk = tx.write_chunk(3);
+    /// let (a, b) = chunk.as_mut_slices();
+    /// for (i, s) in a.iter_mut().chain(b.iter_mut()).enumerate() {
+    ///     s.write(i as u32);
+    /// }
+    /// // SAFETY: all three slots were written just above.
+    /// unsafe { chunk.commit(3) };
+    /// assert_eq!(rx.pop(), Some(0));
+    /// ```
+    #[inline]
+    pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T> {
+        let len = self.free_for(n).min(n);
+        WriteChunk {
+            producer: self,
+            len,
+        }
+    }
+
+    /// Burst: copies as many items from the front of `items` as fit, publishes them with one
+    /// index store, and returns how many.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
+    /// assert_eq!(tx.push_burst(&[4, 5, 6]), 1);
+    /// ```
+    #[inline]
+    pub fn push_burst(&mut self, items: &[T]) -> usize
+    where
+        T: Copy,
+    {
+        let mut chunk = self.write_chunk(items.len());
+        let n = chunk.len;
+        chunk.copy_from(&items[..n]);
+        // SAFETY: `copy_from` initialised all `n` slots of the chunk.
+        unsafe { chunk.commit(n) };
+        n
+    }
+
+    /// Bulk: copies all of `items` and returns `true`, or copies nothing and returns `false`
+    /// if they do not all fit.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert!(tx.push_bulk(&[1, 2, 3]));
+    /// assert!(!tx.push_bulk(&[4, 5]));
+    /// assert!(tx.push_bulk(&[4]));
+    /// ```
+    #[inline]
+    pub fn push_bulk(&mut self, items: &[T]) -> bool
+    where
+        T: Copy,
+    {
+        if self.free_for(items.len()) < items.len() {
+            return false;
+        }
+        self.push_burst(items);
+        true
+    }
+
+    /// Burst from an iterator: moves items from `iter` into the free slots until either runs
+    /// out, publishes them at once, and returns how many. Items that did not fit stay in the
+    /// iterator (it is never advanced past what was stored).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<String>(2).unwrap();
+    /// let mut words = ["a", "b", "c"].iter().map(|s| s.to_string());
+    /// assert_eq!(tx.push_burst_iter(&mut words), 2);
+    /// assert_eq!(words.next().as_deref(), Some("c"));
+    /// ```
+    pub fn push_burst_iter<I: Iterator<Item = T>>(&mut self, iter: &mut I) -> usize {
+        let free = self.free_for(usize::MAX);
+        self.write_chunk(free).fill_from_iter(iter)
+    }
+
+    /// Bulk from an exact-size iterator: stores all its items and returns `Ok`, or stores
+    /// nothing and gives the iterator back if `iter.len()` items do not fit. If the iterator
+    /// yields fewer items than its `len()` promised, those are stored; it is never read
+    /// beyond `len()` items.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<Box<u8>>(2).unwrap();
+    /// assert!(tx.push_bulk_iter(vec![Box::new(1), Box::new(2), Box::new(3)]).is_err());
+    /// assert!(tx.push_bulk_iter(vec![Box::new(1), Box::new(2)]).is_ok());
+    /// ```
+    pub fn push_bulk_iter<I>(&mut self, iter: I) -> Result<(), I::IntoIter>
+    where
+        I: IntoIterator<Item = T>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let iter = iter.into_iter();
+        let n = iter.len();
+        if self.free_for(n) < n {
+            return Err(iter);
+        }
+        self.write_chunk(n).fill_from_iter(&mut iter.take(n));
+        Ok(())
+    }
+
+    /// Slots the ring has: the requested capacity rounded up to a power of two.
+    ///
+    /// ```
+    /// assert_eq!(flowline::fifo::spsc::channel::<u8>(5).unwrap().0.capacity(), 8);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Items in the ring now (a snapshot: the consumer may take more meanwhile, so the true
+    /// value can only be lower). Reads the consumer's line.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(tx.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        // Acquire: pairs with the consumer's Release `head` store (a fresh view of it).
+        self.tail
+            .wrapping_sub(self.shared.head.load(Ordering::Acquire))
+    }
+
+    /// Free slots now (a snapshot: the true value can only be higher). Reads the consumer's
+    /// line.
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.free(), 4);
+    /// ```
+    pub fn free(&self) -> usize {
+        self.capacity() - self.len()
+    }
+
+    /// Whether the ring is empty now (a snapshot).
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert!(tx.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the ring is full now (a snapshot).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+    /// tx.push(0).unwrap();
+    /// assert!(tx.is_full());
+    /// ```
+    pub fn is_full(&self) -> bool {
+        self.free() == 0
+    }
+
+    /// Whether the consumer has been dropped: nothing pushed from now on will be read.
+    ///
+    /// ```
+    /// let (tx, rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+    /// drop(rx);
+    /// assert!(tx.is_abandoned());
+    /// ```
+    pub fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the Release store in the consumer's Drop.
+        self.shared.consumer_gone.load(Ordering::Acquire)
+    }
+}
+
+impl<T> Drop for Producer<T> {
+    fn drop(&mut self) {
+        // Release: everything this end published happens before a consumer that sees the
+        // flag (it then reads the final `tail`).
+        self.shared.producer_gone.store(true, Ordering::Release);
+    }
+}
+
+impl<T> fmt::Debug for Producer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("spsc::Producer")
+            .field("capacity", &self.capacity())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Slots reserved by [`Producer::write_chunk`], filled in place and published by `commit`.
+///
+/// Dropping a chunk without committing publishes nothing; values written into its slots
+/// are then *not* dropped (as with any `MaybeUninit`), and the slots are reused by the next
+/// write. For `T` with a destructor, commit what you wrote or use
+/// [`fill_from_iter`](WriteChunk::fill_from_iter).
+pub struct WriteChunk<'a, T> {
+    producer: &'a mut Producer<T>,
+    len: usize,
+}
+
+impl<T> WriteChunk<'_, T> {
+    /// Slots reserved (at most the `n` asked for).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// assert_eq!(tx.write_chunk(5).len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no slot was reserved (the ring was full).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert!(tx.write_chunk(1).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The reserved slots as (at most) two runs, in ring order: the second is non-empty only
+    /// when the reservation wraps around the end of the buffer.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let mut c = tx.write_chunk(4);
+    /// let (a, b) = c.as_mut_slices();
+    /// assert_eq!(a.len() + b.len(), 4);
+    /// ```
+    pub fn as_mut_slices(&mut self) -> (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) {
+        let p = &*self.producer;
+        let start = p.tail;
+        for k in 0..self.len {
+            p.shared.tracker.write(start.wrapping_add(k) & p.mask);
+        }
+        let (first, second) = runs(start, self.len, p.mask);
+        // SAFETY: the `len` slots from `tail` are free (`free_for` checked them against the
+        // consumer's released index) and owned by this producer until published; the two
+        // runs are disjoint, in bounds, and borrowed mutably through `&mut self`.
+        unsafe {
+            (
+                core::slice::from_raw_parts_mut(p.slot(start), first),
+                core::slice::from_raw_parts_mut(p.buf, second),
+            )
+        }
+    }
+
+    fn copy_from(&mut self, items: &[T])
+    where
+        T: Copy,
+    {
+        debug_assert_eq!(items.len(), self.len);
+        let (a, b) = self.as_mut_slices();
+        let (ia, ib) = items.split_at(a.len());
+        // SAFETY: `MaybeUninit<T>` has the layout of `T`; source and destination do not
+        // overlap (the items are the caller's, the slots the ring's) and have equal lengths.
+        unsafe {
+            ptr::copy_nonoverlapping(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
+            ptr::copy_nonoverlapping(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
+        }
+    }
+
+    /// Publishes the first `k` reserved slots to the consumer with one index store.
+    ///
+    /// # Safety
+    ///
+    /// The first `k` slots of the chunk (in ring order: the first run, then the second) must
+    /// have been initialised through [`as_mut_slices`](WriteChunk::as_mut_slices).
+    ///
+    /// # Panics
+    ///
+    /// If `k > self.len()`.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// let mut c = tx.write_chunk(2);
+    /// c.as_mut_slices().0[0].write(7);
+    /// // SAFETY: slot 0 was written just above.
+    /// unsafe { c.commit(1) };
+    /// assert_eq!(rx.pop(), Some(7));
+    /// assert_eq!(rx.pop(), None);
+    /// ```
+    pub unsafe fn commit(self, k: usize) {
+        assert!(
+            k <= self.len,
+            "WriteChunk::commit({k}) but only {} slots were reserved",
+            self.len
+        );
+        self.producer.publish(k);
+    }
+
+    /// Moves items from `iter` into the reserved slots, in order, until either runs out;
+    /// publishes them and returns how many. The iterator is not advanced past the last item
+    /// stored.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<String>(4).unwrap();
+    /// let n = tx.write_chunk(3).fill_from_iter(&mut ["x".to_string()].into_iter());
+    /// assert_eq!(n, 1);
+    /// assert_eq!(rx.pop().as_deref(), Some("x"));
+    /// ```
+    pub fn fill_from_iter<I: Iterator<Item = T>>(self, iter: &mut I) -> usize {
+        let p = self.producer;
+        let mut n = 0;
+        while n < self.len {
+            let Some(v) = iter.next() else { break };
+            let index = p.tail.wrapping_add(n);
+            p.shared.tracker.write(index & p.mask);
+            // SAFETY: the slot is among the reserved free slots (n < len).
+            unsafe { (*p.slot(index)).write(v) };
+            n += 1;
+        }
+        // Publish once, after the loop: if `iter.next()` panics, nothing is published and
+        // the values already moved in are leaked, never exposed half-written.
+        p.publish(n);
+        n
+    }
+}
+
+impl<T> fmt::Debug for WriteChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteChunk")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<T> Consumer<T> {
+    /// Items available, reloading the producer's index only if the cached view has fewer
+    /// than `want`.
+    #[inline(always)]
+    fn available_for(&mut self, want: usize) -> usize {
+        let avail = self.cached_tail.wrapping_sub(self.head);
+        if avail >= want {
+            return avail;
+        }
+        // Acquire: pairs with the producer's Release store of `tail`, so its slot writes are
+        // visible before this end reads them.
+        self.cached_tail = self.shared.tail.load(Ordering::Acquire);
+        self.cached_tail.wrapping_sub(self.head)
+    }
+
+    #[inline(always)]
+    fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
+        // SAFETY: `index & mask` is below the slot count: in bounds of the allocation.
+        unsafe { self.buf.add(index & self.mask) }
+    }
+
+    /// Releases `n` consumed slots to the producer.
+    #[inline(always)]
+    fn release(&mut self, n: usize) {
+        self.head = self.head.wrapping_add(n);
+        // Release: pairs with the producer's Acquire load of `head`, so this end's reads of
+        // the released slots happen before the producer reuses them.
+        self.shared.head.store(self.head, Ordering::Release);
+    }
+
+    /// Takes the oldest item, if any.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel(2).unwrap();
+    /// tx.push('a').unwrap();
+    /// assert_eq!(rx.pop(), Some('a'));
+    /// assert_eq!(rx.pop(), None);
+    /// ```
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        if self.available_for(1) == 0 {
+            return None;
+        }
+        self.shared.tracker.read(self.head & self.mask);
+        // SAFETY: the slot at `head` was published by the producer (Acquire above) and not
+        // yet consumed; reading it moves the item out, and `release` marks the slot free so
+        // it is never read or dropped again.
+        let v = unsafe { (*self.slot(self.head)).assume_init_read() };
+        self.release(1);
+        Some(v)
+    }
+
+    /// The oldest item, without taking it.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel(2).unwrap();
+    /// tx.push(5).unwrap();
+    /// assert_eq!(rx.peek(), Some(&5));
+    /// assert_eq!(rx.pop(), Some(5));
+    /// ```
+    #[inline]
+    pub fn peek(&mut self) -> Option<&T> {
+        if self.available_for(1) == 0 {
+            return None;
+        }
+        self.shared.tracker.read(self.head & self.mask);
+        // SAFETY: the slot at `head` holds a published item that stays in place while the
+        // returned borrow of `self` lives (only this end consumes).
+        Some(unsafe { (*self.slot(self.head)).assume_init_ref() })
+    }
+
+    /// Takes up to `n` published items in place (fewer if fewer are available; possibly
+    /// none). Nothing is released to the producer until [`ReadChunk::commit`].
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+    /// tx.push_burst(&[1, 2, 3]);
+    /// let chunk = rx.read_chunk(8);
+    /// let (a, b) = chunk.as_slices();
+    /// assert_eq!(a.iter().chain(b).sum::<u32>(), 6);
+    /// chunk.commit_all();
+    /// assert!(rx.is_empty());
+    /// ```
+    #[inline]
+    pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T> {
+        let len = self.available_for(n).min(n);
+        ReadChunk {
+            consumer: self,
+            len,
+        }
+    }
+
+    /// Burst: copies as many items as are available (up to `out.len()`) into the front of
+    /// `out`, releases them with one index store, and returns how many.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// let mut out = [0; 8];
+    /// assert_eq!(rx.pop_burst(&mut out), 2);
+    /// assert_eq!(&out[..2], &[1, 2]);
+    /// ```
+    #[inline]
+    pub fn pop_burst(&mut self, out: &mut [T]) -> usize
+    where
+        T: Copy,
+    {
+        let chunk = self.read_chunk(out.len());
+        let n = chunk.len;
+        let (a, b) = chunk.as_slices();
+        out[..a.len()].copy_from_slice(a);
+        out[a.len()..n].copy_from_slice(b);
+        chunk.commit_all();
+        n
+    }
+
+    /// Bulk: fills all of `out` and returns `true`, or takes nothing and returns `false` if
+    /// fewer than `out.len()` items are available.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// let mut out = [0; 3];
+    /// assert!(!rx.pop_bulk(&mut out));
+    /// assert!(rx.pop_bulk(&mut out[..2]));
+    /// ```
+    #[inline]
+    pub fn pop_bulk(&mut self, out: &mut [T]) -> bool
+    where
+        T: Copy,
+    {
+        if self.available_for(out.len()) < out.len() {
+            return false;
+        }
+        self.pop_burst(out);
+        true
+    }
+
+    /// Burst into a `Vec`: moves up to `max` available items onto the end of `out` and
+    /// returns how many.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<String>(4).unwrap();
+    /// tx.push("a".into()).unwrap();
+    /// let mut v = Vec::new();
+    /// assert_eq!(rx.pop_burst_into(&mut v, 32), 1);
+    /// assert_eq!(v, ["a"]);
+    /// ```
+    pub fn pop_burst_into(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        let n = self.available_for(max).min(max);
+        out.reserve(n);
+        for k in 0..n {
+            let index = self.head.wrapping_add(k);
+            self.shared.tracker.read(index & self.mask);
+            // SAFETY: the n slots from `head` hold published items; each is moved out once
+            // and the slots are released right after the loop (Vec::push cannot fail after
+            // the reserve, so no item is read twice or lost).
+            out.push(unsafe { (*self.slot(index)).assume_init_read() });
+        }
+        self.release(n);
+        n
+    }
+
+    /// Bulk into a `Vec`: moves exactly `n` items onto `out` and returns `true`, or takes
+    /// nothing and returns `false` if fewer are available.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// let mut v = Vec::new();
+    /// assert!(!rx.pop_bulk_into(&mut v, 3));
+    /// assert!(rx.pop_bulk_into(&mut v, 2));
+    /// ```
+    pub fn pop_bulk_into(&mut self, out: &mut Vec<T>, n: usize) -> bool {
+        if self.available_for(n) < n {
+            return false;
+        }
+        self.pop_burst_into(out, n);
+        true
+    }
+
+    /// Slots the ring has.
+    ///
+    /// ```
+    /// assert_eq!(flowline::fifo::spsc::channel::<u8>(5).unwrap().1.capacity(), 8);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Items available now (a snapshot: the producer may add more meanwhile, so the true
+    /// value can only be higher). Reads the producer's line.
+    ///
+    /// ```
+    /// let (mut tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        // Acquire: pairs with the producer's Release `tail` store.
+        self.shared
+            .tail
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.head)
+    }
+
+    /// Free slots now (a snapshot: the true value can only be lower).
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(rx.free(), 4);
+    /// ```
+    pub fn free(&self) -> usize {
+        self.capacity() - self.len()
+    }
+
+    /// Whether nothing is available now (a snapshot).
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the ring is full now (a snapshot).
+    ///
+    /// ```
+    /// let (mut tx, rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert!(rx.is_full());
+    /// ```
+    pub fn is_full(&self) -> bool {
+        self.free() == 0
+    }
+
+    /// Whether the producer has been dropped. Once it has, the items still in the ring are
+    /// all there will ever be: a consumer that sees `is_abandoned()` and then an empty ring
+    /// is done.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// tx.push(1).unwrap();
+    /// drop(tx);
+    /// assert!(rx.is_abandoned());
+    /// assert_eq!(rx.pop(), Some(1));
+    /// ```
+    pub fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the Release store in the producer's Drop, so the final `tail`
+        // is visible to the loads that follow.
+        self.shared.producer_gone.load(Ordering::Acquire)
+    }
+}
+
+impl<T> Drop for Consumer<T> {
+    fn drop(&mut self) {
+        // Release: pairs with the producer's Acquire in `is_abandoned`.
+        self.shared.consumer_gone.store(true, Ordering::Release);
+    }
+}
+
+impl<T> fmt::Debug for Consumer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("spsc::Consumer")
+            .field("capacity", &self.capacity())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Published items lent in place by [`Consumer::read_chunk`], released by `commit`.
+///
+/// Dropping a chunk without committing releases nothing: the items stay in the ring, and
+/// the next read sees them again.
+pub struct ReadChunk<'a, T> {
+    consumer: &'a mut Consumer<T>,
+    len: usize,
+}
+
+impl<T> ReadChunk<'_, T> {
+    /// Items lent (at most the `n` asked for).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.read_chunk(3).len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no item was available.
+    ///
+    /// ```
+    /// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert!(rx.read_chunk(3).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn raw_runs(&self) -> (*mut T, usize, *mut T, usize) {
+        let c = &*self.consumer;
+        for k in 0..self.len {
+            c.shared.tracker.read(c.head.wrapping_add(k) & c.mask);
+        }
+        let (first, second) = runs(c.head, self.len, c.mask);
+        (c.slot(c.head).cast::<T>(), first, c.buf.cast::<T>(), second)
+    }
+
+    /// The lent items as (at most) two runs in ring order.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// rx.pop();
+    /// tx.push(3).unwrap(); // wraps
+    /// let c = rx.read_chunk(2);
+    /// assert_eq!(c.as_slices(), (&[2][..], &[3][..]));
+    /// ```
+    pub fn as_slices(&self) -> (&[T], &[T]) {
+        let (a, an, b, bn) = self.raw_runs();
+        // SAFETY: the `len` slots from `head` hold published, initialised items (Acquire in
+        // `available_for`) that the producer will not touch until they are released; the
+        // runs are disjoint and in bounds, borrowed for the chunk's lifetime.
+        unsafe {
+            (
+                core::slice::from_raw_parts(a, an),
+                core::slice::from_raw_parts(b, bn),
+            )
+        }
+    }
+
+    /// The lent items as mutable runs, to modify packets in place before releasing them
+    /// (or before dropping the chunk, which leaves them in the ring, modified).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// tx.push(1).unwrap();
+    /// rx.read_chunk(1).as_mut_slices().0[0] = 9;
+    /// assert_eq!(rx.pop(), Some(9));
+    /// ```
+    pub fn as_mut_slices(&mut self) -> (&mut [T], &mut [T]) {
+        let (a, an, b, bn) = self.raw_runs();
+        // SAFETY: as in `as_slices`, and `&mut self` makes the borrow exclusive.
+        unsafe {
+            (
+                core::slice::from_raw_parts_mut(a, an),
+                core::slice::from_raw_parts_mut(b, bn),
+            )
+        }
+    }
+
+    /// Drops the first `k` lent items in place and releases their slots to the producer with
+    /// one index store.
+    ///
+    /// # Panics
+    ///
+    /// If `k > self.len()`.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2, 3]);
+    /// rx.read_chunk(3).commit(2);
+    /// assert_eq!(rx.pop(), Some(3));
+    /// ```
+    pub fn commit(self, k: usize) {
+        assert!(
+            k <= self.len,
+            "ReadChunk::commit({k}) but only {} items were lent",
+            self.len
+        );
+        let c = self.consumer;
+        if core::mem::needs_drop::<T>() {
+            for i in 0..k {
+                let index = c.head.wrapping_add(i);
+                c.shared.tracker.write(index & c.mask);
+                // SAFETY: the slot holds a published item that is dropped once here and
+                // released below, so it is never read or dropped again.
+                unsafe { ptr::drop_in_place((*c.slot(index)).as_mut_ptr()) };
+            }
+        }
+        c.release(k);
+    }
+
+    /// Drops all lent items and releases their slots.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// rx.read_chunk(4).commit_all();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn commit_all(self) {
+        let n = self.len;
+        self.commit(n);
+    }
+}
+
+impl<T> fmt::Debug for ReadChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadChunk").field("len", &self.len).finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// Counts drops through a shared counter.
+    #[derive(Debug)]
+    struct Tracked(u64, Rc<Cell<usize>>);
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.1.set(self.1.get() + 1);
+        }
+    }
+
+    #[test]
+    fn capacity_rounds_up_to_power_of_two() {
+        for (asked, got) in [(1, 1), (2, 2), (3, 4), (1000, 1024), (1024, 1024)] {
+            let (tx, rx) = channel::<u64>(asked).unwrap();
+            assert_eq!((tx.capacity(), rx.capacity()), (got, got));
+        }
+    }
+
+    #[test]
+    fn bad_capacities_are_errors_with_messages() {
+        assert_eq!(channel::<u8>(0).unwrap_err(), CapacityError::Zero);
+        let e = channel::<u64>(usize::MAX).unwrap_err();
+        assert!(matches!(e, CapacityError::TooLarge { .. }), "{e:?}");
+        assert!(e.to_string().contains("too large"));
+        let e = channel::<[u8; 4096]>(1 << 60).unwrap_err();
+        assert!(matches!(e, CapacityError::TooLarge { .. }), "{e:?}");
+        // A ZST ring is fine at any sane size and never allocates.
+        let (mut tx, mut rx) = channel::<()>(1 << 40).unwrap();
+        tx.push(()).unwrap();
+        assert_eq!(rx.pop(), Some(()));
+    }
+
+    #[test]
+    #[cfg(not(miri))] // Miri's allocator would try to honour the 2^43-byte request
+    fn absurd_allocation_is_an_error_not_an_abort() {
+        // 2^40 slots of 8 bytes: 8 TiB, within the index and isize limits.
+        match channel::<u64>(1 << 40) {
+            Err(CapacityError::AllocFailed { slots, .. }) => assert_eq!(slots, 1 << 40),
+            Ok(_) => {} // an overcommitting OS may hand out the address space; nothing touched
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn full_and_empty_edges_capacity_1_and_2() {
+        for cap in [1usize, 2] {
+            let (mut tx, mut rx) = channel::<u32>(cap).unwrap();
+            for round in 0..5u32 {
+                for i in 0..cap as u32 {
+                    assert_eq!(tx.push(round * 10 + i), Ok(()));
+                }
+                assert!(tx.is_full() && rx.is_full());
+                assert_eq!(tx.push(99), Err(99));
+                assert_eq!(tx.write_chunk(1).len(), 0);
+                for i in 0..cap as u32 {
+                    assert_eq!(rx.peek(), Some(&(round * 10 + i)));
+                    assert_eq!(rx.pop(), Some(round * 10 + i));
+                }
+                assert!(rx.is_empty() && tx.is_empty());
+                assert_eq!(rx.pop(), None);
+                assert_eq!(rx.peek(), None);
+                assert!(rx.read_chunk(1).is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn index_counters_wrap_around() {
+        let start = usize::MAX - 5;
+        let (mut tx, mut rx) = with_start_index::<u64>(4, start).unwrap();
+        let mut next_in = 0u64;
+        let mut next_out = 0u64;
+        for _ in 0..20 {
+            let batch: Vec<u64> = (next_in..next_in + 3).collect();
+            next_in += tx.push_burst(&batch) as u64;
+            assert!(tx.len() <= 4);
+            let mut out = [0u64; 4];
+            let n = rx.pop_burst(&mut out[..2]);
+            for &v in &out[..n] {
+                assert_eq!(v, next_out);
+                next_out += 1;
+            }
+        }
+        while let Some(v) = rx.pop() {
+            assert_eq!(v, next_out);
+            next_out += 1;
+        }
+        assert_eq!(next_in, next_out);
+        assert!(next_in > 20, "the indices crossed usize::MAX");
+    }
+
+    #[test]
+    fn chunks_wrap_into_two_slices() {
+        let (mut tx, mut rx) = channel::<u32>(4).unwrap();
+        tx.push_burst(&[0, 1, 2]);
+        assert_eq!(rx.pop_burst(&mut [0; 3]), 3);
+        // head = tail = 3: a 4-slot chunk is 1 slot at the end + 3 at the start.
+        let mut c = tx.write_chunk(4);
+        let (a, b) = c.as_mut_slices();
+        assert_eq!((a.len(), b.len()), (1, 3));
+        for (i, s) in a.iter_mut().chain(b.iter_mut()).enumerate() {
+            s.write(10 + i as u32);
+        }
+        // SAFETY: all four slots written above.
+        unsafe { c.commit(4) };
+        let rc = rx.read_chunk(4);
+        assert_eq!(rc.as_slices(), (&[10][..], &[11, 12, 13][..]));
+        rc.commit(3);
+        assert_eq!(rx.pop(), Some(13));
+    }
+
+    #[test]
+    fn uncommitted_chunks_publish_and_release_nothing() {
+        let drops = Rc::new(Cell::new(0));
+        let (mut tx, mut rx) = channel::<Tracked>(4).unwrap();
+        {
+            let mut c = tx.write_chunk(2);
+            c.as_mut_slices().0[0].write(Tracked(1, drops.clone()));
+            // dropped without commit: nothing published; the written value is leaked
+        }
+        assert!(rx.is_empty());
+        assert_eq!(drops.get(), 0);
+        tx.push(Tracked(2, drops.clone())).unwrap(); // reuses the slot, no double drop
+        {
+            let c = rx.read_chunk(1);
+            assert_eq!(c.as_slices().0[0].0, 2);
+        }
+        assert_eq!(rx.len(), 1, "an uncommitted read chunk releases nothing");
+        assert_eq!(drops.get(), 0);
+        rx.read_chunk(1).commit_all();
+        assert_eq!(drops.get(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "only 1 slots were reserved")]
+    fn write_commit_beyond_reservation_panics() {
+        let (mut tx, _rx) = channel::<u8>(1).unwrap();
+        let c = tx.write_chunk(5);
+        // SAFETY: never reached past the assertion; the panic is the point.
+        unsafe { c.commit(2) };
+    }
+
+    #[test]
+    #[should_panic(expected = "only 0 items were lent")]
+    fn read_commit_beyond_loan_panics() {
+        let (_tx, mut rx) = channel::<u8>(1).unwrap();
+        rx.read_chunk(5).commit(1);
+    }
+
+    #[test]
+    fn leftovers_dropped_exactly_once_whichever_end_goes_last() {
+        for producer_last in [false, true] {
+            let drops = Rc::new(Cell::new(0));
+            let (mut tx, mut rx) = channel::<Tracked>(8).unwrap();
+            for i in 0..6 {
+                tx.push(Tracked(i, drops.clone())).unwrap();
+            }
+            drop(rx.pop());
+            assert_eq!(drops.get(), 1);
+            if producer_last {
+                drop(rx);
+                assert_eq!(drops.get(), 1);
+                assert!(tx.is_abandoned());
+                drop(tx);
+            } else {
+                drop(tx);
+                assert!(rx.is_abandoned());
+                drop(rx);
+            }
+            assert_eq!(drops.get(), 6);
+        }
+    }
+
+    #[test]
+    fn bulk_is_all_or_nothing_and_iterators_keep_leftovers() {
+        let (mut tx, mut rx) = channel::<u8>(4).unwrap();
+        assert!(tx.push_bulk(&[1, 2, 3]));
+        assert!(!tx.push_bulk(&[4, 5]));
+        assert_eq!(tx.len(), 3);
+        let mut it = [4u8, 5, 6].into_iter();
+        assert_eq!(tx.push_burst_iter(&mut it), 1);
+        assert_eq!(it.as_slice(), &[5, 6]);
+        let it = tx.push_bulk_iter([7u8]).unwrap_err();
+        assert_eq!(it.len(), 1);
+        let mut out = [0u8; 5];
+        assert!(!rx.pop_bulk(&mut out));
+        assert!(rx.pop_bulk(&mut out[..4]));
+        assert_eq!(out[..4], [1, 2, 3, 4]);
+        let mut v = vec![];
+        assert!(!rx.pop_bulk_into(&mut v, 1));
+        assert!(tx.push_bulk_iter(vec![8u8, 9]).is_ok());
+        assert!(rx.pop_bulk_into(&mut v, 2));
+        assert_eq!(v, [8, 9]);
+    }
+
+    #[test]
+    fn bulk_iter_with_lying_len_stores_what_it_yields() {
+        struct Liar(u8);
+        impl Iterator for Liar {
+            type Item = u8;
+            fn next(&mut self) -> Option<u8> {
+                (self.0 < 2).then(|| {
+                    self.0 += 1;
+                    self.0
+                })
+            }
+        }
+        impl ExactSizeIterator for Liar {
+            fn len(&self) -> usize {
+                3 // claims 3, yields 2
+            }
+        }
+        let (mut tx, mut rx) = channel::<u8>(4).unwrap();
+        assert!(tx.push_bulk_iter(Liar(0)).is_ok());
+        assert_eq!(rx.len(), 2);
+        assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(1), Some(2), None));
+    }
+
+    #[test]
+    fn threads_pass_sequence_in_order() {
+        let n: u64 = if cfg!(miri) { 300 } else { 200_000 };
+        let (mut tx, mut rx) = channel::<u64>(16).unwrap();
+        let t = std::thread::spawn(move || {
+            let mut i = 0;
+            while i < n {
+                let burst: Vec<u64> = (i..(i + 1 + i % 7).min(n)).collect();
+                i += tx.push_burst(&burst) as u64;
+            }
+        });
+        let mut expect = 0;
+        let mut buf = [0u64; 5];
+        while expect < n {
+            let k = rx.pop_burst(&mut buf[..1 + (expect % 5) as usize]);
+            for &v in &buf[..k] {
+                assert_eq!(v, expect);
+                expect += 1;
+            }
+        }
+        t.join().unwrap();
+        assert!(rx.is_abandoned() && rx.is_empty());
+    }
+}
