@@ -14,6 +14,7 @@
 
 mod cell;
 mod harness;
+mod spsc;
 
 fn main() {
     let mut filters = Vec::new();
@@ -37,6 +38,7 @@ fn main() {
                 println!("usage: report [--quick] [--reps N] [FILTER...]");
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
+                println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32");
                 return;
             }
             f if f.starts_with('-') => {
@@ -51,5 +53,6 @@ fn main() {
     }
     let mut r = harness::Report::new(filters, reps, quick);
     cell::run(&mut r);
+    spsc::run(&mut r);
     r.print_table();
 }

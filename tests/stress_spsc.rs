@@ -1,0 +1,111 @@
+//! Stress: sequence numbers through SPSC rings with random burst sizes, checked for order
+//! and count; and 8 producer/consumer pairs on 2 cores (oversubscribed, so ends are
+//! preempted mid-operation all the time). A watchdog turns a hang into a failure.
+#![cfg(not(loom))]
+
+use std::time::{Duration, Instant};
+
+use flowline::fifo::spsc;
+
+/// xorshift64: cheap, deterministic per-thread burst sizes.
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+fn run_pair(n: u64, cap: usize, seed: u64) {
+    let (mut tx, mut rx) = spsc::channel::<u64>(cap).unwrap();
+    let producer = std::thread::spawn(move || {
+        let mut r = rng(seed);
+        let mut buf = [0u64; 64];
+        let mut next = 0u64;
+        while next < n {
+            let want = (1 + r() % 64).min(n - next) as usize;
+            match r() % 3 {
+                0 => {
+                    for (i, b) in buf[..want].iter_mut().enumerate() {
+                        *b = next + i as u64;
+                    }
+                    next += tx.push_burst(&buf[..want]) as u64;
+                }
+                1 => {
+                    if tx.push(next).is_ok() {
+                        next += 1;
+                    }
+                }
+                _ => {
+                    let mut c = tx.write_chunk(want);
+                    let k = c.len();
+                    let (a, b) = c.as_mut_slices();
+                    for (i, s) in a.iter_mut().chain(b.iter_mut()).enumerate() {
+                        s.write(next + i as u64);
+                    }
+                    // SAFETY: all k reserved slots were written just above.
+                    unsafe { c.commit(k) };
+                    next += k as u64;
+                }
+            }
+            if tx.is_full() {
+                std::thread::yield_now();
+            }
+        }
+    });
+    let mut r = rng(seed.rotate_left(17));
+    let mut buf = [0u64; 64];
+    let mut expect = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while expect < n {
+        let want = (1 + r() % 64) as usize;
+        let got = match r() % 3 {
+            0 => {
+                let k = rx.pop_burst(&mut buf[..want]);
+                buf[..k].to_vec()
+            }
+            1 => rx.pop().into_iter().collect(),
+            _ => {
+                let c = rx.read_chunk(want);
+                let (a, b) = c.as_slices();
+                let v: Vec<u64> = a.iter().chain(b).copied().collect();
+                c.commit_all();
+                v
+            }
+        };
+        if got.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "watchdog: stuck at {expect} of {n}"
+            );
+            std::thread::yield_now();
+        }
+        for v in got {
+            assert_eq!(v, expect, "out of order or lost");
+            expect += 1;
+        }
+    }
+    producer.join().unwrap();
+    assert!(rx.is_abandoned());
+    assert_eq!(rx.pop(), None, "duplicated or extra items");
+}
+
+#[test]
+fn ten_million_in_order_random_bursts() {
+    let n = if cfg!(miri) { 2_000 } else { 10_000_000 };
+    run_pair(n, 1024, 0x9e37_79b9_7f4a_7c15);
+}
+
+#[test]
+fn eight_pairs_oversubscribed() {
+    let n = if cfg!(miri) { 200 } else { 500_000 };
+    let pairs = if cfg!(miri) { 2 } else { 8 };
+    let handles: Vec<_> = (0..pairs)
+        .map(|p| std::thread::spawn(move || run_pair(n, 64, 0x1234_5678 + p)))
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
