@@ -47,6 +47,7 @@
 pub(crate) mod sync;
 
 pub mod cell;
+pub mod counter;
 pub mod fifo;
 pub mod slot;
 pub mod topology;

@@ -11,18 +11,23 @@
 pub mod atomic {
     #[cfg(not(loom))]
     pub use core::sync::atomic::{
-        AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicPtr, AtomicU16,
-        AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicPtr,
+        AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
     #[cfg(loom)]
     pub use loom::sync::atomic::{
-        AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicPtr, AtomicU16,
-        AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+        fence, AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicPtr,
+        AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
 }
 
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
+/// Whether this build runs under the model checker: code whose choices depend on the
+/// machine (the current CPU) makes a fixed choice instead, so every execution of a model
+/// takes the same path.
+pub(crate) const MODEL_CHECKING: bool = cfg!(loom);
+
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 

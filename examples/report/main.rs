@@ -13,6 +13,7 @@
 //! run for CI, not a measurement).
 
 mod cell;
+mod counter;
 mod harness;
 mod spsc;
 
@@ -39,6 +40,7 @@ fn main() {
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32");
+                println!("           counter_2writers_inc counter_pktgen");
                 return;
             }
             f if f.starts_with('-') => {
@@ -54,5 +56,6 @@ fn main() {
     let mut r = harness::Report::new(filters, reps, quick);
     cell::run(&mut r);
     spsc::run(&mut r);
+    counter::run(&mut r);
     r.print_table();
 }
