@@ -1,6 +1,8 @@
 //! Bounded packet FIFOs: one cache-line transfer moves many packets.
 //!
 //! * [`spsc`]: single producer, single consumer.
+//! * [`mpsc`]: many producers (cloned handles), one consumer; a stalled producer blocks
+//!   no other producer.
 //!
 //! Shared by the rings: capacity is fixed at creation and rounded up to a power of two
 //! (every slot usable); the producer's and the consumer's indices live on separate
@@ -12,6 +14,7 @@
 
 use core::fmt;
 
+pub mod mpsc;
 pub mod spsc;
 
 /// A ring capacity that cannot be honoured.

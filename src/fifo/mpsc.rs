@@ -1,0 +1,1086 @@
+//! Bounded multi-producer single-consumer ring.
+//!
+//! [`channel`] returns a [`Producer`] (`Clone + Send`: one clone per producing thread) and a
+//! [`Consumer`] (`Send`). Returns from many workers to one distributor, many RX threads into
+//! one TX thread.
+//!
+//! # How a burst moves
+//!
+//! A producer **reserves** a run of slots with one compare-and-swap on the shared `tail`
+//! (checking free space against its cached copy of the consumer's `head`), writes its items
+//! into the run, then **publishes the run** by writing one descriptor for it: the run's
+//! start index (a full-width stamp), its length and how many of its slots hold items. The
+//! descriptor lives in a side array at the run's first slot, so one burst is published with
+//! one descriptor store, whatever its size. The consumer reads the descriptor at its
+//! `head`: if its stamp equals `head`, the run is complete and the consumer takes its items
+//! in order; otherwise it stops there and reads nothing past it.
+//!
+//! Shared-line transfers for one burst of 32 eight-byte items (4 data lines):
+//! * producer: the `tail` line (its CAS), 4 data lines, 1 descriptor line; the consumer's
+//!   `head` line only when its cached copy says the ring is full;
+//! * consumer: 1 descriptor line, 4 data lines, and its own `head` line once per call.
+//!   Per-slot state is never read per item.
+//!
+//! # Progress: a stalled producer blocks nobody else's enqueue
+//!
+//! Producers never wait for each other. A producer preempted between reserving and
+//! publishing (or holding a [`WriteChunk`] open) leaves its run unpublished; every other
+//! producer still reserves the runs after it and publishes them, and their calls return at
+//! once. The consumer takes everything before the unpublished run, in order, and stops at
+//! it; once it is published the consumer continues through the later runs. (Only the
+//! capacity bounds how far the others can get ahead.)
+//!
+//! DPDK's MP ring differs here: its producers publish by moving the shared tail in
+//! reservation order, so a producer that reserved after a preempted one *spins inside its
+//! enqueue call* until the preempted one finishes. On oversubscribed cores that turns one
+//! preemption into a stall of every producer.
+//!
+//! # Capacity
+//!
+//! As for [`spsc`](super::spsc): rounded up to a power of two, every slot usable, at most
+//! 2^31 slots. A run left partly unfilled (a chunk committed with fewer items than it
+//! reserved) costs its empty slots until the consumer passes them.
+//!
+//! # Example
+//!
+//! ```
+//! use flowline::fifo::mpsc;
+//!
+//! let (tx, mut rx) = mpsc::channel::<(u32, u32)>(1024).unwrap();
+//! let producers: Vec<_> = (0..2)
+//!     .map(|p| {
+//!         let mut tx = tx.clone();
+//!         std::thread::spawn(move || {
+//!             for i in 0..1000 {
+//!                 while tx.push((p, i)).is_err() {
+//!                     std::hint::spin_loop();
+//!                 }
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! drop(tx);
+//! let mut next = [0u32; 2];
+//! let mut got = 0;
+//! while got < 2000 {
+//!     if let Some((p, i)) = rx.pop() {
+//!         assert_eq!(i, next[p as usize]); // per-producer order holds
+//!         next[p as usize] += 1;
+//!         got += 1;
+//!     }
+//! }
+//! for p in producers {
+//!     p.join().unwrap();
+//! }
+//! ```
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::ptr;
+
+use crossbeam_utils::CachePadded;
+
+use super::CapacityError;
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AccessTracker, Arc};
+
+/// The largest slot count: run lengths are packed in 32 bits.
+const MAX_SLOTS: usize = 1 << 31;
+
+/// Makes a ring of at least `capacity` slots (rounded up to a power of two).
+///
+/// # Errors
+///
+/// As [`spsc::channel`](super::spsc::channel); the largest capacity is 2^31 slots.
+///
+/// ```
+/// let (tx, rx) = flowline::fifo::mpsc::channel::<u64>(100).unwrap();
+/// assert_eq!(tx.capacity(), 128);
+/// assert!(flowline::fifo::mpsc::channel::<u64>(0).is_err());
+/// ```
+pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
+    if slots > MAX_SLOTS {
+        return Err(CapacityError::TooLarge {
+            requested: capacity,
+            max: MAX_SLOTS,
+        });
+    }
+    let mut v: Vec<MaybeUninit<T>> = Vec::new();
+    v.try_reserve_exact(slots)
+        .map_err(|_| CapacityError::AllocFailed {
+            slots,
+            bytes: slots.saturating_mul(core::mem::size_of::<T>()),
+        })?;
+    // SAFETY: capacity for `slots` elements was reserved; MaybeUninit needs no init.
+    unsafe { v.set_len(slots) };
+    let buf = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<T>;
+    let runs: Box<[Run]> = (0..slots)
+        .map(|i| Run {
+            // A stamp that matches no index the consumer will look for at this slot until
+            // the counters wrap (2^64 items): index i is first checked at lap 0, stamp i-1
+            // for i > 0, and slot 0 is checked first at index 0 with stamp usize::MAX.
+            stamp: AtomicUsize::new(i.wrapping_sub(1)),
+            lens: AtomicU64::new(0),
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        tail: CachePadded::new(AtomicUsize::new(0)),
+        head: CachePadded::new(AtomicUsize::new(0)),
+        cold: CachePadded::new(Cold {
+            producers: AtomicUsize::new(1),
+            consumer_gone: AtomicBool::new(false),
+            final_valid_end: AtomicUsize::new(0),
+            final_run_end: AtomicUsize::new(0),
+        }),
+        buf,
+        runs,
+        slots,
+        tracker: AccessTracker::new(slots),
+        _owns: PhantomData,
+    });
+    let producer = Producer {
+        shared: Arc::clone(&shared),
+        cached_head: 0,
+    };
+    let consumer = Consumer {
+        shared,
+        head: 0,
+        valid_end: 0,
+        run_end: 0,
+    };
+    Ok((producer, consumer))
+}
+
+/// Descriptor of a published run, stored at the run's first slot.
+struct Run {
+    /// The run's start index once published (full width: a stale stamp from an earlier lap
+    /// never matches).
+    stamp: AtomicUsize,
+    /// `(len << 32) | valid`: slots in the run, and how many of them (from the start) hold
+    /// items.
+    lens: AtomicU64,
+}
+
+struct Cold {
+    /// Live producer handles.
+    producers: AtomicUsize,
+    consumer_gone: AtomicBool,
+    /// The consumer's position in a partly consumed run, left by its Drop for the final
+    /// drop of leftovers.
+    final_valid_end: AtomicUsize,
+    final_run_end: AtomicUsize,
+}
+
+struct Shared<T> {
+    /// Next index to reserve. CAS by producers.
+    tail: CachePadded<AtomicUsize>,
+    /// Next index to consume. Written by the consumer only.
+    head: CachePadded<AtomicUsize>,
+    cold: CachePadded<Cold>,
+    buf: *mut MaybeUninit<T>,
+    runs: Box<[Run]>,
+    slots: usize,
+    tracker: AccessTracker,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: items move from producer threads to the consumer thread (`T: Send`); slots are
+// accessed by one party at a time, ordered by the reservation CAS, the run descriptor's
+// Release/Acquire stamp and the consumer's Release/Acquire head.
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    #[inline(always)]
+    fn mask(&self) -> usize {
+        self.slots - 1
+    }
+
+    #[inline(always)]
+    fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
+        // SAFETY: `index & mask` is below the slot count: in bounds of the allocation.
+        unsafe { self.buf.add(index & self.mask()) }
+    }
+
+    /// The published run starting at `index`, as `(len, valid)`, or `None` if it is not
+    /// published yet.
+    #[inline(always)]
+    fn run_at(&self, index: usize) -> Option<(usize, usize)> {
+        let r = &self.runs[index & self.mask()];
+        // Acquire: pairs with the producer's Release stamp store in `publish`, making its
+        // item writes and the `lens` store visible.
+        if r.stamp.load(Ordering::Acquire) != index {
+            return None;
+        }
+        // Relaxed: ordered by the Acquire above.
+        let lens = r.lens.load(Ordering::Relaxed);
+        Some(((lens >> 32) as usize, (lens & 0xffff_ffff) as usize))
+    }
+
+    /// Drops `[from, to)` in place.
+    ///
+    /// # Safety
+    ///
+    /// Those slots hold published, unconsumed items that nobody else will read or drop.
+    unsafe fn drop_items(&self, from: usize, to: usize) {
+        let mut i = from;
+        while i != to {
+            self.tracker.write(i & self.mask());
+            // SAFETY: guaranteed by the caller.
+            unsafe { ptr::drop_in_place((*self.slot(i)).as_mut_ptr()) };
+            i = i.wrapping_add(1);
+        }
+    }
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // Last Arc: every producer and the consumer are gone. The consumer left its
+        // position; drop the rest of its current run, then every published run after it.
+        let head = self.head.load(Ordering::Relaxed);
+        let valid_end = self.cold.final_valid_end.load(Ordering::Relaxed);
+        let mut i = self.cold.final_run_end.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Relaxed);
+        debug_assert!(
+            valid_end.wrapping_sub(head) <= self.slots,
+            "consumer state corrupt"
+        );
+        // SAFETY: [head, valid_end) are the unconsumed items of the consumer's current run.
+        unsafe { self.drop_items(head, valid_end) };
+        while i != tail {
+            // A run never published (its chunk was leaked with mem::forget) ends the walk:
+            // its items, and any after it, are leaked rather than guessed at.
+            let Some((len, valid)) = self.run_at(i) else {
+                break;
+            };
+            // SAFETY: the run is published and was never consumed (it lies past the
+            // consumer's final position).
+            unsafe { self.drop_items(i, i.wrapping_add(valid)) };
+            i = i.wrapping_add(len);
+        }
+        // SAFETY: `buf` came from Box::into_raw of a boxed slice of `slots` elements in
+        // `channel` and is freed only here.
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.buf, self.slots)) });
+    }
+}
+
+/// A writing end of an MPSC ring. Clone it for each producing thread.
+pub struct Producer<T> {
+    shared: Arc<Shared<T>>,
+    /// Last value of `head` this handle read.
+    cached_head: usize,
+}
+
+impl<T> Clone for Producer<T> {
+    /// Another producer handle for another thread.
+    fn clone(&self) -> Self {
+        // Relaxed: a count of handles; the consumer's Acquire load of it when it reaches 0
+        // pairs with the Release decrement in Drop.
+        self.shared.cold.producers.fetch_add(1, Ordering::Relaxed);
+        Producer {
+            shared: Arc::clone(&self.shared),
+            cached_head: self.cached_head,
+        }
+    }
+}
+
+impl<T> Drop for Producer<T> {
+    fn drop(&mut self) {
+        // Release: this handle's publications happen before a consumer that sees 0.
+        self.shared.cold.producers.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl<T> Producer<T> {
+    /// Reserves up to `want` slots with one successful CAS on `tail`; returns the start
+    /// index and the number reserved (0 if the ring is full).
+    #[inline]
+    fn reserve(&mut self, want: usize, all_or_nothing: bool) -> (usize, usize) {
+        let cap = self.shared.slots;
+        // Relaxed: the CAS below validates the value; nothing is read through it.
+        let mut tail = self.shared.tail.load(Ordering::Relaxed);
+        loop {
+            let mut used = tail.wrapping_sub(self.cached_head);
+            if used > cap || cap - used < want {
+                // The cached head says too little is free (or is older than this tail
+                // snapshot allows): refresh it. Acquire: pairs with the consumer's Release
+                // head store, so its reads of the freed slots happen before we reuse them.
+                self.cached_head = self.shared.head.load(Ordering::Acquire);
+                used = tail.wrapping_sub(self.cached_head);
+                if used > cap {
+                    // The consumer is past this tail snapshot: the snapshot is stale.
+                    tail = self.shared.tail.load(Ordering::Relaxed);
+                    continue;
+                }
+            }
+            let free = cap - used;
+            let n = want.min(free);
+            if n == 0 || (all_or_nothing && n < want) {
+                return (tail, 0);
+            }
+            // Relaxed on both outcomes: the reservation only claims indices; the items are
+            // published by the run's Release stamp, and slot reuse is ordered by `head`.
+            match self.shared.tail.compare_exchange_weak(
+                tail,
+                tail.wrapping_add(n),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return (tail, n),
+                Err(t) => tail = t,
+            }
+        }
+    }
+
+    /// Publishes the run `[start, start + len)` whose first `valid` slots hold items.
+    #[inline(always)]
+    fn publish(&self, start: usize, len: usize, valid: usize) {
+        debug_assert!(valid <= len && len <= MAX_SLOTS);
+        let r = &self.shared.runs[start & self.shared.mask()];
+        // Relaxed: published by the Release stamp store just after.
+        r.lens
+            .store(((len as u64) << 32) | valid as u64, Ordering::Relaxed);
+        // Release: pairs with the consumer's Acquire stamp load in `run_at`.
+        r.stamp.store(start, Ordering::Release);
+    }
+
+    /// Appends `value`, or gives it back if the ring is full.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel(1).unwrap();
+    /// assert_eq!(tx.push(1), Ok(()));
+    /// assert_eq!(tx.push(2), Err(2));
+    /// ```
+    #[inline]
+    pub fn push(&mut self, value: T) -> Result<(), T> {
+        let (start, n) = self.reserve(1, true);
+        if n == 0 {
+            return Err(value);
+        }
+        self.shared.tracker.write(start & self.shared.mask());
+        // SAFETY: the slot was reserved by this handle's CAS and released by the consumer
+        // (checked against `head`), so no one else reads or writes it until published.
+        unsafe { (*self.shared.slot(start)).write(value) };
+        self.publish(start, 1, 1);
+        Ok(())
+    }
+
+    /// Reserves up to `n` slots to fill in place (fewer if fewer are free; possibly none).
+    /// The reservation is published when the chunk is committed **or dropped**: the
+    /// consumer stops at it until then, while other producers carry on.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let mut c = tx.write_chunk(2);
+    /// c.as_mut_slices().0[0].write(7);
+    /// // SAFETY: one slot written above.
+    /// unsafe { c.commit(1) };
+    /// assert_eq!(rx.pop(), Some(7));
+    /// ```
+    #[inline]
+    pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T> {
+        let (start, len) = self.reserve(n, false);
+        WriteChunk {
+            producer: self,
+            start,
+            len,
+            committed: false,
+        }
+    }
+
+    /// Burst: copies as many items from the front of `items` as fit, in one reservation and
+    /// one publication; returns how many.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.push_burst(&[1, 2, 3, 4, 5]), 4);
+    /// ```
+    #[inline]
+    pub fn push_burst(&mut self, items: &[T]) -> usize
+    where
+        T: Copy,
+    {
+        let mut c = self.write_chunk(items.len());
+        let n = c.len;
+        c.copy_from(&items[..n]);
+        // SAFETY: all n slots initialised by copy_from.
+        unsafe { c.commit(n) };
+        n
+    }
+
+    /// Bulk: copies all of `items` and returns `true`, or nothing and returns `false`.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert!(!tx.push_bulk(&[1, 2, 3, 4, 5]));
+    /// assert!(tx.push_bulk(&[1, 2, 3, 4]));
+    /// ```
+    #[inline]
+    pub fn push_bulk(&mut self, items: &[T]) -> bool
+    where
+        T: Copy,
+    {
+        let (start, n) = self.reserve(items.len(), true);
+        if n == 0 && !items.is_empty() {
+            return false;
+        }
+        let mut c = WriteChunk {
+            producer: self,
+            start,
+            len: n,
+            committed: false,
+        };
+        c.copy_from(items);
+        // SAFETY: all n slots initialised by copy_from.
+        unsafe { c.commit(n) };
+        true
+    }
+
+    /// Burst from an iterator: reserves as many slots as are free (at most the iterator's
+    /// upper size bound), moves items in until either runs out and publishes them; returns
+    /// how many. Leftover items stay in the iterator; reserved slots it did not fill are
+    /// published empty.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(2).unwrap();
+    /// let mut it = ["a", "b", "c"].iter().map(|s| s.to_string());
+    /// assert_eq!(tx.push_burst_iter(&mut it), 2);
+    /// assert_eq!(it.next().as_deref(), Some("c"));
+    /// ```
+    pub fn push_burst_iter<I: Iterator<Item = T>>(&mut self, iter: &mut I) -> usize {
+        let want = iter
+            .size_hint()
+            .1
+            .unwrap_or(usize::MAX)
+            .min(self.shared.slots);
+        if want == 0 {
+            return 0;
+        }
+        self.write_chunk(want).fill_from_iter(iter)
+    }
+
+    /// Bulk from an exact-size iterator: all its items, or none (the iterator comes back).
+    /// An iterator that yields fewer than its `len()` leaves the rest of its run empty.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<Box<u8>>(2).unwrap();
+    /// assert!(tx.push_bulk_iter(vec![Box::new(1), Box::new(2), Box::new(3)]).is_err());
+    /// assert!(tx.push_bulk_iter(vec![Box::new(1)]).is_ok());
+    /// ```
+    pub fn push_bulk_iter<I>(&mut self, iter: I) -> Result<(), I::IntoIter>
+    where
+        I: IntoIterator<Item = T>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let iter = iter.into_iter();
+        let n = iter.len();
+        let (start, got) = self.reserve(n, true);
+        if got == 0 && n != 0 {
+            return Err(iter);
+        }
+        WriteChunk {
+            producer: self,
+            start,
+            len: got,
+            committed: false,
+        }
+        .fill_from_iter(&mut iter.take(n));
+        Ok(())
+    }
+
+    /// Slots the ring has.
+    ///
+    /// ```
+    /// assert_eq!(flowline::fifo::mpsc::channel::<u8>(3).unwrap().0.capacity(), 4);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.shared.slots
+    }
+
+    /// Slots reserved or published and not yet consumed (a snapshot).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(tx.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        ring_len(&self.shared)
+    }
+
+    /// Free slots (a snapshot).
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.free(), 4);
+    /// ```
+    pub fn free(&self) -> usize {
+        self.capacity() - self.len()
+    }
+
+    /// Whether nothing is in the ring (a snapshot).
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert!(tx.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the consumer has been dropped.
+    ///
+    /// ```
+    /// let (tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// drop(rx);
+    /// assert!(tx.is_abandoned());
+    /// ```
+    pub fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the Release store in the consumer's Drop.
+        self.shared.cold.consumer_gone.load(Ordering::Acquire)
+    }
+}
+
+fn ring_len<T>(shared: &Shared<T>) -> usize {
+    // Acquire on head pairs with the consumer's Release store; tail is read Relaxed (a
+    // snapshot). Load head first so that tail - head never underflows.
+    let head = shared.head.load(Ordering::Acquire);
+    let tail = shared.tail.load(Ordering::Relaxed);
+    tail.wrapping_sub(head).min(shared.slots)
+}
+
+impl<T> fmt::Debug for Producer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("mpsc::Producer")
+            .field("capacity", &self.capacity())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// Slots reserved by [`Producer::write_chunk`]: fill them in place, then `commit`.
+///
+/// Dropping the chunk publishes the reservation with no items (the consumer skips it);
+/// values written and not committed are not dropped (as with any `MaybeUninit`).
+/// Leaking the chunk (`mem::forget`) leaves the reservation unpublished forever: the
+/// consumer stops there.
+pub struct WriteChunk<'a, T> {
+    producer: &'a mut Producer<T>,
+    start: usize,
+    len: usize,
+    committed: bool,
+}
+
+impl<T> WriteChunk<'_, T> {
+    /// Slots reserved.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(2).unwrap();
+    /// assert_eq!(tx.write_chunk(5).len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was reserved (the ring was full).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(1).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert!(tx.write_chunk(1).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The reserved slots as (at most) two runs in ring order.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let mut c = tx.write_chunk(3);
+    /// assert_eq!(c.as_mut_slices().0.len(), 3);
+    /// ```
+    pub fn as_mut_slices(&mut self) -> (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) {
+        let sh = &*self.producer.shared;
+        let mask = sh.mask();
+        for k in 0..self.len {
+            sh.tracker.write(self.start.wrapping_add(k) & mask);
+        }
+        let first = self.len.min(sh.slots - (self.start & mask));
+        // SAFETY: the `len` slots from `start` were reserved by this handle's CAS and are
+        // free; the two runs are disjoint and in bounds, borrowed through `&mut self`.
+        unsafe {
+            (
+                core::slice::from_raw_parts_mut(sh.slot(self.start), first),
+                core::slice::from_raw_parts_mut(sh.buf, self.len - first),
+            )
+        }
+    }
+
+    fn copy_from(&mut self, items: &[T])
+    where
+        T: Copy,
+    {
+        let (a, b) = self.as_mut_slices();
+        let (ia, ib) = items.split_at(a.len());
+        // SAFETY: MaybeUninit<T> has T's layout; disjoint buffers of equal lengths.
+        unsafe {
+            ptr::copy_nonoverlapping(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
+            ptr::copy_nonoverlapping(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
+        }
+    }
+
+    /// Publishes the reservation with its first `k` slots as items; the other slots of the
+    /// reservation are published empty.
+    ///
+    /// # Safety
+    ///
+    /// The first `k` slots (in ring order) were initialised through
+    /// [`as_mut_slices`](WriteChunk::as_mut_slices).
+    ///
+    /// # Panics
+    ///
+    /// If `k > self.len()`.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let mut c = tx.write_chunk(3);
+    /// c.as_mut_slices().0[0].write(1);
+    /// // SAFETY: slot 0 written above.
+    /// unsafe { c.commit(1) };
+    /// assert_eq!((rx.pop(), rx.pop()), (Some(1), None));
+    /// ```
+    pub unsafe fn commit(mut self, k: usize) {
+        assert!(
+            k <= self.len,
+            "WriteChunk::commit({k}) but only {} slots were reserved",
+            self.len
+        );
+        self.finish(k);
+    }
+
+    fn finish(&mut self, k: usize) {
+        if !self.committed && self.len > 0 {
+            self.producer.publish(self.start, self.len, k);
+        }
+        self.committed = true;
+    }
+
+    /// Moves items from `iter` into the reserved slots until either runs out, publishes
+    /// the reservation, and returns how many items it holds.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(4).unwrap();
+    /// let n = tx.write_chunk(2).fill_from_iter(&mut ["x".to_string()].into_iter());
+    /// assert_eq!(n, 1);
+    /// assert_eq!(rx.pop().as_deref(), Some("x"));
+    /// ```
+    pub fn fill_from_iter<I: Iterator<Item = T>>(mut self, iter: &mut I) -> usize {
+        let sh = &*self.producer.shared;
+        let mut n = 0;
+        while n < self.len {
+            let Some(v) = iter.next() else { break };
+            let index = self.start.wrapping_add(n);
+            sh.tracker.write(index & sh.mask());
+            // SAFETY: a reserved, free slot (n < len).
+            unsafe { (*sh.slot(index)).write(v) };
+            n += 1;
+        }
+        self.finish(n);
+        n
+    }
+}
+
+impl<T> Drop for WriteChunk<'_, T> {
+    fn drop(&mut self) {
+        // An uncommitted reservation is published empty so the consumer can pass it.
+        self.finish(0);
+    }
+}
+
+impl<T> fmt::Debug for WriteChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("mpsc::WriteChunk")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// The reading end of an MPSC ring.
+pub struct Consumer<T> {
+    shared: Arc<Shared<T>>,
+    /// Next index to consume.
+    head: usize,
+    /// End of the items of the current run (`head <= valid_end`).
+    valid_end: usize,
+    /// End of the current run (`valid_end <= run_end`).
+    run_end: usize,
+}
+
+impl<T> Consumer<T> {
+    /// Items ready in the current run, moving to the next published run when the current
+    /// one is used up. Publishes `head` when it passes the empty tail of a run.
+    #[inline]
+    fn ready(&mut self) -> usize {
+        if self.head != self.valid_end {
+            return self.valid_end - self.head;
+        }
+        loop {
+            if self.head != self.run_end {
+                // Skip the run's empty slots.
+                self.head = self.run_end;
+                self.valid_end = self.run_end;
+                self.release();
+            }
+            match self.shared.run_at(self.head) {
+                Some((len, valid)) => {
+                    self.valid_end = self.head.wrapping_add(valid);
+                    self.run_end = self.head.wrapping_add(len);
+                    if valid > 0 {
+                        return valid;
+                    }
+                }
+                None => return 0,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn release(&self) {
+        // Release: pairs with the producers' Acquire head load in `reserve`, so this end's
+        // reads of the freed slots happen before they are reused.
+        self.shared.head.store(self.head, Ordering::Release);
+    }
+
+    /// Takes the oldest published item, if any (stops at an unpublished reservation).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel(2).unwrap();
+    /// tx.push('a').unwrap();
+    /// assert_eq!(rx.pop(), Some('a'));
+    /// assert_eq!(rx.pop(), None);
+    /// ```
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        if self.ready() == 0 {
+            return None;
+        }
+        let sh = &*self.shared;
+        sh.tracker.read(self.head & sh.mask());
+        // SAFETY: `head` is inside a published run's items (`ready`), not yet consumed;
+        // the item is moved out once and `head` passes it.
+        let v = unsafe { (*sh.slot(self.head)).assume_init_read() };
+        self.head = self.head.wrapping_add(1);
+        self.release();
+        Some(v)
+    }
+
+    /// The oldest published item, without taking it.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel(2).unwrap();
+    /// tx.push(3).unwrap();
+    /// assert_eq!(rx.peek(), Some(&3));
+    /// ```
+    pub fn peek(&mut self) -> Option<&T> {
+        if self.ready() == 0 {
+            return None;
+        }
+        let sh = &*self.shared;
+        sh.tracker.read(self.head & sh.mask());
+        // SAFETY: a published, unconsumed item that stays while `self` is borrowed.
+        Some(unsafe { (*sh.slot(self.head)).assume_init_ref() })
+    }
+
+    /// Moves up to `max` items out through `f`, in order, crossing runs; publishes `head`
+    /// once at the end.
+    #[inline]
+    fn take_into(&mut self, max: usize, mut f: impl FnMut(usize, T)) -> usize {
+        let mut n = 0;
+        while n < max {
+            let ready = self.ready().min(max - n);
+            if ready == 0 {
+                break;
+            }
+            let sh = &*self.shared;
+            for k in 0..ready {
+                let index = self.head.wrapping_add(k);
+                sh.tracker.read(index & sh.mask());
+                // SAFETY: within the current run's published items, each read once.
+                f(n + k, unsafe { (*sh.slot(index)).assume_init_read() });
+            }
+            self.head = self.head.wrapping_add(ready);
+            n += ready;
+        }
+        if n > 0 {
+            self.release();
+        }
+        n
+    }
+
+    /// Burst: copies up to `out.len()` published items into `out`, crossing runs, and
+    /// releases them with one `head` store; returns how many.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(8).unwrap();
+    /// let mut tx2 = tx.clone();
+    /// tx.push_burst(&[1, 2]);
+    /// tx2.push_burst(&[3]);
+    /// let mut out = [0; 8];
+    /// assert_eq!(rx.pop_burst(&mut out), 3);
+    /// assert_eq!(&out[..3], &[1, 2, 3]);
+    /// ```
+    #[inline]
+    pub fn pop_burst(&mut self, out: &mut [T]) -> usize
+    where
+        T: Copy,
+    {
+        let max = out.len();
+        self.take_into(max, |i, v| out[i] = v)
+    }
+
+    /// Burst into a `Vec`: moves up to `max` published items onto `out`; returns how many.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(4).unwrap();
+    /// tx.push("a".into()).unwrap();
+    /// let mut v = Vec::new();
+    /// assert_eq!(rx.pop_burst_into(&mut v, 8), 1);
+    /// ```
+    pub fn pop_burst_into(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        // Reserve what is known ready now (more may become ready while taking).
+        out.reserve(self.ready().min(max));
+        self.take_into(max, |_, v| out.push(v))
+    }
+
+    /// Slots the ring has.
+    ///
+    /// ```
+    /// assert_eq!(flowline::fifo::mpsc::channel::<u8>(3).unwrap().1.capacity(), 4);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.shared.slots
+    }
+
+    /// Slots reserved or published and not yet consumed (a snapshot; includes
+    /// reservations still being written, and empty slots of partly filled runs).
+    ///
+    /// ```
+    /// let (mut tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        ring_len(&self.shared)
+    }
+
+    /// Free slots (a snapshot).
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(rx.free(), 4);
+    /// ```
+    pub fn free(&self) -> usize {
+        self.capacity() - self.len()
+    }
+
+    /// Whether nothing is in the ring (a snapshot).
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether every producer handle has been dropped: what is in the ring now is all there
+    /// will be.
+    ///
+    /// ```
+    /// let (tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let tx2 = tx.clone();
+    /// drop(tx);
+    /// assert!(!rx.is_abandoned());
+    /// drop(tx2);
+    /// assert!(rx.is_abandoned());
+    /// ```
+    pub fn is_abandoned(&self) -> bool {
+        // Acquire: pairs with the producers' Release decrements, so their publications
+        // are visible to the loads that follow.
+        self.shared.cold.producers.load(Ordering::Acquire) == 0
+    }
+}
+
+impl<T> Drop for Consumer<T> {
+    fn drop(&mut self) {
+        let cold = &self.shared.cold;
+        // Relaxed: read only by Shared's Drop, after the last Arc is gone (the Arc's own
+        // release/acquire orders these stores before it).
+        cold.final_valid_end
+            .store(self.valid_end, Ordering::Relaxed);
+        cold.final_run_end.store(self.run_end, Ordering::Relaxed);
+        self.release();
+        // Release: pairs with the producers' Acquire in `is_abandoned`.
+        cold.consumer_gone.store(true, Ordering::Release);
+    }
+}
+
+impl<T> fmt::Debug for Consumer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("mpsc::Consumer")
+            .field("capacity", &self.capacity())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_reservation_blocks_consumer_not_producers() {
+        let (mut a, mut rx) = channel::<u32>(16).unwrap();
+        let mut b = a.clone();
+        let mut c = a.clone();
+        a.push(0).unwrap();
+        let mut held = a.write_chunk(2); // reserves indices 1..3
+                                         // Two other producers push around the held reservation; neither waits.
+        assert!(b.push_bulk(&[10, 11]));
+        assert_eq!(c.push(20), Ok(()));
+        // The consumer drains everything before the held slot, then stops.
+        assert_eq!(rx.pop(), Some(0));
+        assert_eq!(rx.pop(), None);
+        let (s, _) = held.as_mut_slices();
+        s[0].write(1);
+        s[1].write(2);
+        // SAFETY: both reserved slots written above.
+        unsafe { held.commit(2) };
+        let mut v = Vec::new();
+        rx.pop_burst_into(&mut v, 16);
+        assert_eq!(v, [1, 2, 10, 11, 20]);
+    }
+
+    #[test]
+    fn dropped_and_partial_chunks_leave_skippable_holes() {
+        let (mut tx, mut rx) = channel::<u32>(8).unwrap();
+        drop(tx.write_chunk(3)); // published empty
+        let mut c = tx.write_chunk(3);
+        c.as_mut_slices().0[0].write(5);
+        // SAFETY: slot 0 written.
+        unsafe { c.commit(1) };
+        tx.push(6).unwrap();
+        assert_eq!(rx.len(), 7);
+        let mut out = [0u32; 8];
+        assert_eq!(rx.pop_burst(&mut out), 2);
+        assert_eq!(&out[..2], &[5, 6]);
+        assert_eq!(rx.len(), 0);
+        // The ring is fully reusable after the holes.
+        assert!(tx.push_bulk(&[1; 8]));
+    }
+
+    #[test]
+    fn consumer_dropped_after_skipping_a_hole() {
+        let (mut tx, mut rx) = channel::<Box<u8>>(4).unwrap();
+        let mut c = tx.write_chunk(3);
+        c.as_mut_slices().0[0].write(Box::new(1));
+        // SAFETY: slot 0 written.
+        unsafe { c.commit(1) };
+        assert_eq!(rx.pop().as_deref(), Some(&1));
+        assert_eq!(rx.pop(), None); // skips the 2 empty slots
+        tx.push(Box::new(2)).unwrap();
+        drop(rx);
+        drop(tx); // drops the one leftover exactly once (Miri checks leaks and double frees)
+    }
+
+    #[test]
+    fn full_and_wrap_with_capacity_1_and_2() {
+        for cap in [1usize, 2] {
+            let (mut tx, mut rx) = channel::<u64>(cap).unwrap();
+            for round in 0..6u64 {
+                for i in 0..cap as u64 {
+                    tx.push(round * 10 + i).unwrap();
+                }
+                assert_eq!(tx.push(99), Err(99));
+                assert!(tx.write_chunk(1).is_empty());
+                for i in 0..cap as u64 {
+                    assert_eq!(rx.peek(), Some(&(round * 10 + i)));
+                    assert_eq!(rx.pop(), Some(round * 10 + i));
+                }
+                assert_eq!(rx.pop(), None);
+            }
+        }
+    }
+
+    #[test]
+    fn capacity_errors() {
+        assert_eq!(channel::<u8>(0).unwrap_err(), CapacityError::Zero);
+        assert!(matches!(
+            channel::<()>((1 << 31) + 1),
+            Err(CapacityError::TooLarge { max, .. }) if max == 1 << 31
+        ));
+    }
+
+    #[test]
+    fn leftovers_dropped_exactly_once_including_partly_consumed_run() {
+        use std::rc::Rc;
+        let probe = Rc::new(());
+        {
+            let (mut tx, mut rx) = channel::<Rc<()>>(8).unwrap();
+            let mut tx2 = tx.clone();
+            assert!(tx
+                .push_bulk_iter((0..3).map(|_| Rc::clone(&probe)).collect::<Vec<_>>())
+                .is_ok());
+            tx2.push(Rc::clone(&probe)).unwrap();
+            drop(tx.write_chunk(2)); // an empty run in between
+            tx2.push(Rc::clone(&probe)).unwrap();
+            assert_eq!(Rc::strong_count(&probe), 6);
+            drop(rx.pop()); // the consumer stops inside the first run
+            assert_eq!(Rc::strong_count(&probe), 5);
+            drop(rx);
+            assert!(tx.is_abandoned());
+            drop((tx, tx2));
+        }
+        assert_eq!(Rc::strong_count(&probe), 1, "every leftover dropped once");
+    }
+
+    #[test]
+    fn producers_in_threads_keep_per_producer_order() {
+        let n: u32 = if cfg!(miri) { 100 } else { 100_000 };
+        let (tx, mut rx) = channel::<(u32, u32)>(64).unwrap();
+        let ts: Vec<_> = (0..3u32)
+            .map(|p| {
+                let mut tx = tx.clone();
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while i < n {
+                        let batch: Vec<(u32, u32)> =
+                            (i..(i + 1 + i % 5).min(n)).map(|x| (p, x)).collect();
+                        i += tx.push_burst(&batch) as u32;
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut next = [0u32; 3];
+        let mut buf = [(0, 0); 16];
+        loop {
+            let k = rx.pop_burst(&mut buf);
+            for &(p, x) in &buf[..k] {
+                assert_eq!(x, next[p as usize]);
+                next[p as usize] += 1;
+            }
+            if k == 0 && rx.is_abandoned() && rx.is_empty() {
+                break;
+            }
+        }
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(next, [n; 3]);
+    }
+}
