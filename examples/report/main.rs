@@ -15,6 +15,7 @@
 mod cell;
 mod counter;
 mod harness;
+mod mpsc;
 mod spsc;
 
 fn main() {
@@ -40,6 +41,8 @@ fn main() {
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32");
+                println!("           mpsc_r1024_burst1 mpsc_r1024_burst8 mpsc_r1024_burst32");
+                println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
                 return;
             }
@@ -56,6 +59,7 @@ fn main() {
     let mut r = harness::Report::new(filters, reps, quick);
     cell::run(&mut r);
     spsc::run(&mut r);
+    mpsc::run(&mut r);
     counter::run(&mut r);
     r.print_table();
 }

@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use crate::harness::{pair, Impl, Metric, Report};
 
-const RING: usize = 1024;
+pub const RING: usize = 1024;
 
 /// Runs one repetition: `produce` gets the batch to send, `consume` returns how many it
 /// took into the buffer; returns Mitems/s from the common start to the consumer's last item.
-fn measure<P, C>(n: u64, burst: usize, mut produce: P, mut consume: C) -> f64
+pub fn measure<P, C>(n: u64, burst: usize, mut produce: P, mut consume: C) -> f64
 where
     P: FnMut(&[u64]) -> usize + Send,
     C: FnMut(&mut [u64]) -> usize + Send,
@@ -62,7 +62,7 @@ where
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-fn flowline(n: u64, burst: usize) -> f64 {
+pub fn flowline(n: u64, burst: usize) -> f64 {
     let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
     if burst == 1 {
         measure(
@@ -144,7 +144,7 @@ fn copy_uninit(dst: &mut [MaybeUninit<u64>], src: &[u64]) {
     }
 }
 
-fn crossbeam(n: u64, burst: usize) -> f64 {
+pub fn crossbeam(n: u64, burst: usize) -> f64 {
     let q = crossbeam_queue::ArrayQueue::<u64>::new(RING);
     // No burst API: one push / pop per item.
     measure(
@@ -167,7 +167,7 @@ fn crossbeam(n: u64, burst: usize) -> f64 {
     )
 }
 
-fn std_channel(n: u64, burst: usize) -> f64 {
+pub fn std_channel(n: u64, burst: usize) -> f64 {
     let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(RING);
     measure(
         n,
@@ -189,7 +189,7 @@ fn std_channel(n: u64, burst: usize) -> f64 {
     )
 }
 
-fn mutex(n: u64, burst: usize) -> f64 {
+pub fn mutex(n: u64, burst: usize) -> f64 {
     let q = Mutex::new(VecDeque::<u64>::with_capacity(RING));
     // One lock per burst on each side.
     measure(
