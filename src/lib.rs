@@ -48,6 +48,7 @@ pub(crate) mod sync;
 
 pub mod cell;
 pub mod counter;
+pub mod distributor;
 pub mod fifo;
 pub mod slot;
 pub mod topology;

@@ -1,0 +1,681 @@
+//! The reference distributor: flow-affinity packet distribution built only from flowline's
+//! primitives, in the role of DPDK's `rte_distributor`.
+//!
+//! One [`Distributor`] (used by one thread) routes packets to N [`Worker`]s (one per worker
+//! thread). Every packet has a flow tag (a full `u64`, from a closure you give), and:
+//!
+//! 1. packets of one tag are never processed by two workers at once, and are processed in
+//!    the order the distributor received them;
+//! 2. a tag with nothing in flight may move to another worker (the least loaded); a tag
+//!    with packets in flight never does;
+//! 3. every packet handed in comes back exactly once (returned, or counted as dropped by
+//!    an explicit worker decision), across flush, reschedule, workers leaving and
+//!    re-joining, and when the last worker leaves (the distributor then gives the packets
+//!    back to the caller with [`NoWorkers`]);
+//! 4. a worker can **reschedule** a packet under a new tag: it is routed as the next packet
+//!    of the new tag's flow, before any packet of that flow the distributor receives
+//!    afterwards;
+//! 5. a stalled worker delays only the flows it holds: its credit runs out, packets of its
+//!    flows are left with the caller (backpressure), everything else keeps moving.
+//!
+//! # How it works
+//!
+//! Per worker there is an [`spsc`](crate::fifo::spsc) ring distributor -> worker for packets
+//! and an SPSC ring worker -> distributor for what the worker hands back (returned,
+//! dropped and rescheduled packets, and the leave message, in the order they happen).
+//! Control travels in that return ring, in order with the completions it concerns, so no
+//! separate signalling line is needed per burst. Each worker may hold at most `credit`
+//! packets (sent and not yet handed back); the rings are sized to the credit, so a push
+//! never fails and never spins.
+//!
+//! The flow table (tag -> worker, and the position of the flow's last packet in that
+//! worker's stream) is owned by the distributor thread and never shared. Workers hand
+//! packets back in the order they received them, so a per-worker `completed` count says
+//! which flows are still in flight: no per-packet completion state, no scan of shared
+//! memory.
+//!
+//! Shared cache lines written per burst (packets of 8 bytes; 8 per 64-byte line):
+//! * distributor, per worker that gets packets: the packet lines of its ring and **one**
+//!   index line (the ring's tail); per worker that handed something back: **one** index
+//!   line (the return ring's head);
+//! * worker, per burst received: **one** index line (its ring's head); per burst handed
+//!   back: the return entries' lines and **one** index line (the return ring's tail).
+//!
+//! Remote index lines are read only when the cached copy says full or empty.
+//!
+//! # Example
+//!
+//! ```
+//! use flowline::distributor::{self, Config};
+//!
+//! // Packets are (flow, sequence) pairs; the flow is the tag.
+//! let (mut dist, workers) =
+//!     distributor::new(Config { workers: 2, credit: 64 }, |p: &(u64, u64)| p.0).unwrap();
+//! let threads: Vec<_> = workers
+//!     .into_iter()
+//!     .map(|mut w| {
+//!         std::thread::spawn(move || {
+//!             let mut burst = Vec::new();
+//!             while w.recv_burst(&mut burst, 32).is_ok() {
+//!                 for p in burst.drain(..) {
+//!                     w.done(p).unwrap();
+//!                 }
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! let mut input: Vec<(u64, u64)> = (0..1000).map(|i| (i % 7, i)).collect();
+//! let mut out = Vec::new();
+//! while !input.is_empty() {
+//!     dist.distribute(&mut input).unwrap();
+//!     dist.collect(&mut out);
+//! }
+//! dist.flush(&mut out, std::time::Duration::from_secs(10)).unwrap();
+//! assert_eq!(out.len(), 1000);
+//! drop(dist); // workers see Disconnected and exit
+//! for t in threads {
+//!     t.join().unwrap();
+//! }
+//! ```
+
+mod flows;
+mod worker;
+
+use core::fmt;
+use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
+use crate::fifo::spsc;
+use crate::sync::Backoff;
+
+use flows::{Flow, FlowTable, TagHasher};
+use worker::{Control, Parked, Ret};
+pub use worker::{Disconnected, NotHeld, Worker, WORKER_STATS};
+
+/// The most workers one distributor serves.
+pub const MAX_WORKERS: usize = 1024;
+
+/// The largest per-worker credit (packets a worker may hold).
+pub const MAX_CREDIT: usize = 1 << 20;
+
+/// Names of the distributor's statistics, in the order of [`Distributor::stats`].
+pub const DISTRIBUTOR_STATS: [&str; 4] = ["accepted", "backpressured", "rescheduled", "dropped"];
+
+const ACCEPTED: usize = 0;
+const BACKPRESSURED: usize = 1;
+const RESCHEDULED: usize = 2;
+const DROPPED: usize = 3;
+
+/// Flow-table size past which idle flows are forgotten (bounded memory under churning
+/// tags).
+const FLOW_TABLE_SOFT_LIMIT: usize = 1 << 16;
+
+/// Distributor configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Number of workers, 1 to [`MAX_WORKERS`].
+    pub workers: usize,
+    /// Packets one worker may hold at once (sent and not yet handed back), 1 to
+    /// [`MAX_CREDIT`]: the depth of its rings. Larger absorbs jitter; smaller bounds the
+    /// work a stalled worker sits on.
+    pub credit: usize,
+}
+
+impl Default for Config {
+    /// One worker per CPU beyond the distributor's own (at least one); credit 256.
+    fn default() -> Self {
+        Config {
+            workers: crate::topology::available_cpus().saturating_sub(1).max(1),
+            credit: 256,
+        }
+    }
+}
+
+/// A configuration that cannot be honoured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `workers` is 0.
+    NoWorkers,
+    /// `workers` is above [`MAX_WORKERS`].
+    TooManyWorkers(usize),
+    /// `credit` is 0 or above [`MAX_CREDIT`].
+    BadCredit(usize),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NoWorkers => write!(f, "a distributor needs at least one worker"),
+            ConfigError::TooManyWorkers(n) => {
+                write!(
+                    f,
+                    "{n} workers asked for; a distributor serves at most {MAX_WORKERS}"
+                )
+            }
+            ConfigError::BadCredit(c) => {
+                write!(
+                    f,
+                    "credit {c} is out of range: use 1 to {MAX_CREDIT} packets per worker"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// No worker is active: the packets were given back to the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoWorkers;
+
+impl fmt::Display for NoWorkers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no worker is active (all left): the packets were given back; rejoin a worker")
+    }
+}
+
+impl std::error::Error for NoWorkers {}
+
+/// Why [`Distributor::flush`] stopped before everything came back.
+#[derive(PartialEq, Eq)]
+pub enum FlushError<T> {
+    /// The timeout passed with packets still in flight (they are not lost: later calls
+    /// collect them).
+    Timeout {
+        /// Packets still held by workers or waiting to be routed.
+        in_flight: usize,
+    },
+    /// No worker is active; the packets waiting to be routed are given back here.
+    NoWorkers(Vec<T>),
+}
+
+impl<T> fmt::Debug for FlushError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlushError::Timeout { in_flight } => f
+                .debug_struct("Timeout")
+                .field("in_flight", in_flight)
+                .finish(),
+            FlushError::NoWorkers(v) => write!(f, "NoWorkers({} packets)", v.len()),
+        }
+    }
+}
+
+impl<T> fmt::Display for FlushError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlushError::Timeout { in_flight } => write!(
+                f,
+                "flush timed out with {in_flight} packets in flight (are the workers running?)"
+            ),
+            FlushError::NoWorkers(v) => write!(
+                f,
+                "no worker is active; {} undelivered packets were given back",
+                v.len()
+            ),
+        }
+    }
+}
+
+impl<T> std::error::Error for FlushError<T> {}
+
+/// Why a worker could not re-join.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinError {
+    /// No worker with this id exists (ids are `0..config.workers`).
+    NoSuchWorker(usize),
+    /// The worker with this id is active (its handle is alive).
+    Active(usize),
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::NoSuchWorker(id) => write!(f, "there is no worker {id}"),
+            JoinError::Active(id) => {
+                write!(
+                    f,
+                    "worker {id} is active; only a worker that left can re-join"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// The distributor's view of one worker.
+struct Lane<T> {
+    tx: spsc::Producer<T>,
+    rx: spsc::Consumer<Ret<T>>,
+    /// The worker's ring ends while it is away.
+    parked: Option<Parked<T>>,
+    active: bool,
+    /// Packets sent to this worker (staged ones included), ever.
+    sent: u64,
+    /// Packets this worker completed (handed back or returned unprocessed), ever.
+    completed: u64,
+    /// Packets routed to this worker in the current call, pushed as one burst at its end.
+    staged: Vec<T>,
+    control: Arc<Control<T>>,
+}
+
+impl<T> Lane<T> {
+    #[inline(always)]
+    fn outstanding(&self) -> u64 {
+        self.sent - self.completed
+    }
+}
+
+/// The distributor's end; see the [module documentation](self).
+pub struct Distributor<T, F> {
+    tag: F,
+    lanes: Vec<Lane<T>>,
+    flows: FlowTable,
+    /// Packets to route before new input: rescheduled ones, and those a leaving worker
+    /// handed back (at the front, oldest first).
+    backlog: VecDeque<T>,
+    /// Processed packets waiting for `collect`.
+    returned: Vec<T>,
+    credit: u64,
+    active: usize,
+    blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
+    scratch: Vec<T>,
+    ret_scratch: Vec<Ret<T>>,
+    stats: GroupHandle<4>,
+    stats_group: Arc<CounterGroup<4>>,
+    worker_stats: Arc<CounterGroup<4>>,
+}
+
+/// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
+///
+/// # Errors
+///
+/// [`ConfigError`] for zero workers, more than [`MAX_WORKERS`], or a credit out of range.
+///
+/// ```
+/// use flowline::distributor::{self, Config, ConfigError};
+/// let r = distributor::new(Config { workers: 0, credit: 8 }, |p: &u64| *p);
+/// assert_eq!(r.err(), Some(ConfigError::NoWorkers));
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn new<T, F>(config: Config, tag: F) -> Result<(Distributor<T, F>, Vec<Worker<T>>), ConfigError>
+where
+    F: FnMut(&T) -> u64,
+{
+    if config.workers == 0 {
+        return Err(ConfigError::NoWorkers);
+    }
+    if config.workers > MAX_WORKERS {
+        return Err(ConfigError::TooManyWorkers(config.workers));
+    }
+    if config.credit == 0 || config.credit > MAX_CREDIT {
+        return Err(ConfigError::BadCredit(config.credit));
+    }
+    let worker_stats = Arc::new(CounterGroup::new(WORKER_STATS, config.workers));
+    let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
+    let mut lanes = Vec::with_capacity(config.workers);
+    let mut workers = Vec::with_capacity(config.workers);
+    for id in 0..config.workers {
+        let (tx, wrx) = spsc::channel(config.credit).expect("credit validated above");
+        // One more slot than the credit for the leave marker.
+        let (wret, rx) = spsc::channel(config.credit + 1).expect("credit validated above");
+        let control = Arc::new(Control {
+            parked: Mutex::new(None),
+        });
+        workers.push(Worker {
+            id,
+            rx: wrx,
+            ret: wret,
+            held: 0,
+            control: Arc::clone(&control),
+            stats: worker_stats.handle(),
+        });
+        lanes.push(Lane {
+            tx,
+            rx,
+            parked: None,
+            active: true,
+            sent: 0,
+            completed: 0,
+            staged: Vec::with_capacity(config.credit.min(1024)),
+            control,
+        });
+    }
+    let dist = Distributor {
+        tag,
+        lanes,
+        flows: FlowTable::default(),
+        backlog: VecDeque::new(),
+        returned: Vec::new(),
+        credit: config.credit as u64,
+        active: config.workers,
+        blocked: HashSet::default(),
+        scratch: Vec::new(),
+        ret_scratch: Vec::new(),
+        stats: stats_group.handle(),
+        stats_group,
+        worker_stats,
+    };
+    Ok((dist, workers))
+}
+
+impl<T, F> Distributor<T, F>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back.
+    #[inline]
+    fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
+        let w = match self.flows.get(t) {
+            // In flight: stays with its worker, whatever the load.
+            Some(f) if self.lanes[f.worker].completed < f.last => {
+                let lane = &self.lanes[f.worker];
+                if lane.outstanding() >= self.credit {
+                    return Err(pkt);
+                }
+                f.worker
+            }
+            // Idle or new: the active worker with the least outstanding work.
+            _ => {
+                let mut best = usize::MAX;
+                let mut best_load = self.credit;
+                for (i, lane) in self.lanes.iter().enumerate() {
+                    if lane.active && lane.outstanding() < best_load {
+                        best = i;
+                        best_load = lane.outstanding();
+                        if best_load == 0 {
+                            break;
+                        }
+                    }
+                }
+                if best == usize::MAX {
+                    return Err(pkt);
+                }
+                best
+            }
+        };
+        let lane = &mut self.lanes[w];
+        lane.sent += 1;
+        lane.staged.push(pkt);
+        self.flows.set(
+            t,
+            Flow {
+                worker: w,
+                last: lane.sent,
+            },
+        );
+        Ok(())
+    }
+
+    /// Pushes every lane's staged packets as one burst.
+    fn push_staged(&mut self) {
+        for lane in &mut self.lanes {
+            if !lane.staged.is_empty() {
+                let n = lane.staged.len();
+                let pushed = lane.tx.push_burst_iter(&mut lane.staged.drain(..));
+                // The ring holds `credit` slots and a worker never has more than `credit`
+                // packets outstanding, so the staged packets always fit.
+                assert_eq!(pushed, n, "worker ring sized to the credit overflowed");
+            }
+        }
+    }
+
+    /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
+    /// backlog packets left behind are added to `blocked`.
+    fn route_backlog(&mut self) {
+        for _ in 0..self.backlog.len() {
+            let p = self.backlog.pop_front().expect("counted");
+            let t = (self.tag)(&p);
+            if !self.blocked.is_empty() && self.blocked.contains(&t) {
+                self.backlog.push_back(p);
+                continue;
+            }
+            if let Err(p) = self.route(p, t) {
+                self.blocked.insert(t);
+                self.backlog.push_back(p);
+            }
+        }
+    }
+
+    /// Reads every worker's return ring: completions, returned packets, reschedules, leaves.
+    fn poll_returns(&mut self) {
+        let mut rets = std::mem::take(&mut self.ret_scratch);
+        for w in 0..self.lanes.len() {
+            if self.lanes[w].rx.pop_burst_into(&mut rets, usize::MAX) == 0 {
+                continue;
+            }
+            let mut leaving: Vec<T> = Vec::new();
+            let mut left = false;
+            for r in rets.drain(..) {
+                let lane = &mut self.lanes[w];
+                match r {
+                    Ret::Done(p) => {
+                        lane.completed += 1;
+                        self.returned.push(p);
+                    }
+                    Ret::Dropped => {
+                        lane.completed += 1;
+                        self.stats.add(DROPPED, 1);
+                    }
+                    Ret::Resched(p) => {
+                        lane.completed += 1;
+                        self.stats.add(RESCHEDULED, 1);
+                        self.backlog.push_back(p);
+                    }
+                    Ret::Unprocessed(p) => {
+                        lane.completed += 1;
+                        leaving.push(p);
+                    }
+                    Ret::Leave => left = true,
+                }
+            }
+            if left {
+                self.take_leave(w, leaving);
+            } else {
+                debug_assert!(leaving.is_empty(), "unprocessed packets without a leave");
+                for p in leaving.into_iter().rev() {
+                    self.backlog.push_front(p);
+                }
+            }
+        }
+        self.ret_scratch = rets;
+    }
+
+    /// Worker `w` left, handing back `unprocessed`: take its parked ring ends, recover what
+    /// it never received, and put all of it at the front of the backlog, oldest first.
+    fn take_leave(&mut self, w: usize, mut unprocessed: Vec<T>) {
+        let lane = &mut self.lanes[w];
+        // The worker parks its ends right after posting the leave marker.
+        let backoff = Backoff::new();
+        let parked = loop {
+            if let Some(p) = lane
+                .control
+                .parked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                break p;
+            }
+            backoff.snooze();
+        };
+        let mut parked = parked;
+        parked.rx.pop_burst_into(&mut unprocessed, usize::MAX);
+        // Everything sent to the worker is now accounted for: handed back before it left,
+        // handed back unprocessed, or recovered from its ring.
+        lane.completed = lane.sent;
+        lane.active = false;
+        lane.parked = Some(parked);
+        self.active -= 1;
+        for p in unprocessed.into_iter().rev() {
+            self.backlog.push_front(p);
+        }
+    }
+
+    /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
+    /// Packets it cannot place now stay in `pkts`, in order: a packet whose flow's worker
+    /// has no credit left, and every later packet of the same flow in the burst (so a retry
+    /// keeps each flow's order). Packets waiting in the backlog (rescheduled, or handed back
+    /// by a leaving worker) go first.
+    ///
+    /// # Errors
+    ///
+    /// [`NoWorkers`] if no worker is active: nothing is routed, and the backlog is given
+    /// back at the front of `pkts` (it is older than they are).
+    pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
+        self.poll_returns();
+        if self.active == 0 {
+            let mut all: Vec<T> = self.backlog.drain(..).collect();
+            all.append(pkts);
+            *pkts = all;
+            return Err(NoWorkers);
+        }
+        self.blocked.clear();
+        self.route_backlog();
+        let mut input = std::mem::take(&mut self.scratch);
+        std::mem::swap(&mut input, pkts);
+        let mut accepted = 0u64;
+        for p in input.drain(..) {
+            let t = (self.tag)(&p);
+            if !self.blocked.is_empty() && self.blocked.contains(&t) {
+                pkts.push(p);
+                continue;
+            }
+            match self.route(p, t) {
+                Ok(()) => accepted += 1,
+                Err(p) => {
+                    self.blocked.insert(t);
+                    pkts.push(p);
+                }
+            }
+        }
+        self.scratch = input;
+        self.push_staged();
+        let mut delta = [0u64; 4];
+        delta[ACCEPTED] = accepted;
+        delta[BACKPRESSURED] = pkts.len() as u64;
+        self.stats.add_all(delta);
+        let lanes = &self.lanes;
+        self.flows
+            .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
+        Ok(accepted as usize)
+    }
+
+    /// Moves the packets workers handed back as processed onto `out`; returns how many.
+    pub fn collect(&mut self, out: &mut Vec<T>) -> usize {
+        self.poll_returns();
+        let n = self.returned.len();
+        out.append(&mut self.returned);
+        n
+    }
+
+    /// Drives everything in flight to completion: routes the backlog, collects returns
+    /// onto `out`, until no packet is held by a worker or waiting, or `timeout` passes.
+    /// Spins with backoff; never sleeps.
+    ///
+    /// # Errors
+    ///
+    /// [`FlushError::Timeout`] if the timeout passed first; [`FlushError::NoWorkers`]
+    /// (with the undelivered packets) if no worker is active.
+    pub fn flush(&mut self, out: &mut Vec<T>, timeout: Duration) -> Result<(), FlushError<T>> {
+        let deadline = Instant::now().checked_add(timeout);
+        let backoff = Backoff::new();
+        loop {
+            let mut none = Vec::new();
+            if self.distribute(&mut none).is_err() {
+                self.collect(out);
+                return Err(FlushError::NoWorkers(none));
+            }
+            self.collect(out);
+            let in_flight = self.in_flight();
+            if in_flight == 0 {
+                return Ok(());
+            }
+            if backoff.is_completed() && deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(FlushError::Timeout { in_flight });
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// Packets held by workers or waiting in the backlog (not counting processed packets
+    /// waiting for `collect`).
+    pub fn in_flight(&self) -> usize {
+        let held: u64 = self.lanes.iter().map(|l| l.outstanding()).sum();
+        held as usize + self.backlog.len()
+    }
+
+    /// A new handle for worker `id`, which left earlier.
+    ///
+    /// # Errors
+    ///
+    /// [`JoinError::NoSuchWorker`] for an id out of range, [`JoinError::Active`] if that
+    /// worker has not left (or its leave has not been seen yet: call `distribute` or
+    /// `collect` first).
+    pub fn rejoin(&mut self, id: usize) -> Result<Worker<T>, JoinError> {
+        let Some(lane) = self.lanes.get_mut(id) else {
+            return Err(JoinError::NoSuchWorker(id));
+        };
+        if lane.active {
+            return Err(JoinError::Active(id));
+        }
+        let Some(parked) = lane.parked.take() else {
+            return Err(JoinError::Active(id));
+        };
+        lane.active = true;
+        self.active += 1;
+        Ok(Worker {
+            id,
+            rx: parked.rx,
+            ret: parked.ret,
+            held: 0,
+            control: Arc::clone(&lane.control),
+            stats: self.worker_stats.handle(),
+        })
+    }
+
+    /// Number of active workers.
+    pub fn active_workers(&self) -> usize {
+        self.active
+    }
+
+    /// Packets worker `id` has completed since creation (`None` for an unknown id).
+    pub fn worker_completed(&self, id: usize) -> Option<u64> {
+        self.lanes.get(id).map(|l| l.completed)
+    }
+
+    /// Number of flows in the flow table.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The distributor's counters ([`DISTRIBUTOR_STATS`]), readable from any thread.
+    pub fn stats(&self) -> Arc<CounterGroup<4>> {
+        Arc::clone(&self.stats_group)
+    }
+
+    /// The workers' counters ([`WORKER_STATS`], summed over workers), readable from any
+    /// thread.
+    pub fn worker_stats(&self) -> Arc<CounterGroup<4>> {
+        Arc::clone(&self.worker_stats)
+    }
+
+    /// A snapshot of the workers' counters, summed.
+    pub fn worker_totals(&self) -> GroupSnapshot<4> {
+        self.worker_stats.snapshot()
+    }
+}
+
+impl<T, F> fmt::Debug for Distributor<T, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Distributor")
+            .field("workers", &self.lanes.len())
+            .field("active", &self.active)
+            .field("backlog", &self.backlog.len())
+            .finish()
+    }
+}
