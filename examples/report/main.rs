@@ -14,6 +14,7 @@
 
 mod cell;
 mod counter;
+mod dist;
 mod harness;
 mod mpsc;
 mod spsc;
@@ -44,6 +45,7 @@ fn main() {
                 println!("           mpsc_r1024_burst1 mpsc_r1024_burst8 mpsc_r1024_burst32");
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
+                println!("           dist_1worker");
                 return;
             }
             f if f.starts_with('-') => {
@@ -61,5 +63,6 @@ fn main() {
     spsc::run(&mut r);
     mpsc::run(&mut r);
     counter::run(&mut r);
+    dist::run(&mut r);
     r.print_table();
 }

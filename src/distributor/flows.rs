@@ -53,8 +53,8 @@ pub(crate) struct FlowTable {
 
 impl FlowTable {
     #[inline]
-    pub(crate) fn get(&self, tag: u64) -> Option<Flow> {
-        self.map.get(&tag).copied()
+    pub(crate) fn get_mut(&mut self, tag: u64) -> Option<&mut Flow> {
+        self.map.get_mut(&tag)
     }
 
     #[inline]

@@ -367,36 +367,52 @@ impl<T, F> Distributor<T, F>
 where
     F: FnMut(&T) -> u64,
 {
-    /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back.
+    /// The active worker with the least outstanding work that still has credit.
+    #[inline]
+    fn least_loaded(lanes: &[Lane<T>], credit: u64) -> Option<usize> {
+        let mut best = None;
+        let mut best_load = credit;
+        for (i, lane) in lanes.iter().enumerate() {
+            if lane.active && lane.outstanding() < best_load {
+                best = Some(i);
+                best_load = lane.outstanding();
+                if best_load == 0 {
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
+    /// lookup per packet.
     #[inline]
     fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
-        let w = match self.flows.get(t) {
-            // In flight: stays with its worker, whatever the load.
-            Some(f) if self.lanes[f.worker].completed < f.last => {
+        let w = match self.flows.get_mut(t) {
+            Some(f) => {
                 let lane = &self.lanes[f.worker];
-                if lane.outstanding() >= self.credit {
-                    return Err(pkt);
-                }
-                f.worker
-            }
-            // Idle or new: the active worker with the least outstanding work.
-            _ => {
-                let mut best = usize::MAX;
-                let mut best_load = self.credit;
-                for (i, lane) in self.lanes.iter().enumerate() {
-                    if lane.active && lane.outstanding() < best_load {
-                        best = i;
-                        best_load = lane.outstanding();
-                        if best_load == 0 {
-                            break;
-                        }
+                if lane.completed < f.last {
+                    // In flight: stays with its worker, whatever the load.
+                    if lane.outstanding() >= self.credit {
+                        return Err(pkt);
+                    }
+                } else {
+                    // Idle: may move to the least loaded worker.
+                    match Self::least_loaded(&self.lanes, self.credit) {
+                        Some(w) => f.worker = w,
+                        None => return Err(pkt),
                     }
                 }
-                if best == usize::MAX {
-                    return Err(pkt);
-                }
-                best
+                let lane = &mut self.lanes[f.worker];
+                lane.sent += 1;
+                lane.staged.push(pkt);
+                f.last = lane.sent;
+                return Ok(());
             }
+            None => match Self::least_loaded(&self.lanes, self.credit) {
+                Some(w) => w,
+                None => return Err(pkt),
+            },
         };
         let lane = &mut self.lanes[w];
         lane.sent += 1;
@@ -566,8 +582,13 @@ where
     }
 
     /// Moves the packets workers handed back as processed onto `out`; returns how many.
+    /// Reads the workers' return rings only if nothing is waiting from an earlier read (a
+    /// `distribute` call reads them too), so a `distribute` + `collect` loop reads each
+    /// return ring once per round.
     pub fn collect(&mut self, out: &mut Vec<T>) -> usize {
-        self.poll_returns();
+        if self.returned.is_empty() {
+            self.poll_returns();
+        }
         let n = self.returned.len();
         out.append(&mut self.returned);
         n

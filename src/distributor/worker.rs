@@ -153,6 +153,34 @@ impl<T> Worker<T> {
         self.hand_back(Ret::Done(pkt), RETURNED)
     }
 
+    /// Hands back processed packets as one burst (one index publication), draining `pkts`
+    /// front to back: completes the oldest `pkts.len()` packets held.
+    ///
+    /// # Errors
+    ///
+    /// If `pkts` holds more packets than this worker holds, the surplus (the last ones)
+    /// stays in `pkts` and the error says so; the others are handed back.
+    pub fn done_burst(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
+        let n = pkts.len().min(self.held);
+        let pushed = self
+            .ret
+            .push_burst_iter(&mut pkts.drain(..n).map(Ret::Done));
+        // The return ring holds at least as many entries as this worker may hold.
+        assert_eq!(
+            pushed, n,
+            "return ring sized to the worker's credit cannot be full"
+        );
+        self.held -= n;
+        if n > 0 {
+            self.stats.add(RETURNED, n as u64);
+        }
+        if pkts.is_empty() {
+            Ok(())
+        } else {
+            Err(NotHeld(()))
+        }
+    }
+
     /// Consumes a packet: the distributor counts it as dropped (completes the oldest packet
     /// held).
     ///
