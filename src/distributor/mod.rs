@@ -635,9 +635,10 @@ where
     /// # Errors
     ///
     /// [`JoinError::NoSuchWorker`] for an id out of range, [`JoinError::Active`] if that
-    /// worker has not left (or its leave has not been seen yet: call `distribute` or
-    /// `collect` first).
+    /// worker has not left (its `leave` has not returned yet).
     pub fn rejoin(&mut self, id: usize) -> Result<Worker<T>, JoinError> {
+        // Read the return rings first, so a leave that has happened is seen.
+        self.poll_returns();
         let Some(lane) = self.lanes.get_mut(id) else {
             return Err(JoinError::NoSuchWorker(id));
         };
