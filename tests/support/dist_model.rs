@@ -239,10 +239,9 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
     }
 
     // Drain: everyone joins, receives and finishes everything.
-    for w in 0..workers {
-        if ws[w].is_none() {
-            d.collect(&mut out);
-            ws[w] = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+    for (w, slot) in ws.iter_mut().enumerate() {
+        if slot.is_none() {
+            *slot = Some(d.rejoin(w).map_err(|e| e.to_string())?);
         }
     }
     for _round in 0..10_000 {

@@ -1,0 +1,39 @@
+//! Fuzz target: distributor/worker schedules decoded from the input, checked by the same
+//! sequential model as `tests/proptest_distributor.rs`.
+#![no_main]
+
+#[path = "../../tests/support/dist_model.rs"]
+mod dist_model;
+
+use dist_model::{run, Op};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&cfg, rest)) = data.split_first() else { return };
+    let workers = usize::from(cfg % 3) + 1;
+    let credit = usize::from((cfg >> 2) % 4) + 1;
+    let mut ops = Vec::new();
+    let mut it = rest.chunks(2);
+    while let Some(c) = it.next() {
+        let (a, b) = (c[0], c.get(1).copied().unwrap_or(0));
+        let w = usize::from(b % 3);
+        ops.push(match a % 8 {
+            0 | 1 => Op::Distribute((0..(b % 6)).map(|i| a.wrapping_mul(31).wrapping_add(i * 7)).collect()),
+            2 => Op::Recv(w, usize::from(b >> 2) % 6),
+            3 => Op::Done(w),
+            4 => Op::Drop(w),
+            5 => Op::Resched(w, b >> 2),
+            6 => Op::Leave(w, usize::from(b >> 2) % 4),
+            _ => {
+                if b & 0x80 == 0 {
+                    Op::Rejoin(w)
+                } else {
+                    Op::Collect
+                }
+            }
+        });
+    }
+    if let Err(e) = run(workers, credit, &ops) {
+        panic!("{e}");
+    }
+});
