@@ -96,12 +96,24 @@ use worker::{Control, Parked, Ret};
 pub use worker::{Disconnected, NotHeld, Worker, WORKER_STATS};
 
 /// The most workers one distributor serves.
+///
+/// ```
+/// assert_eq!(flowline::distributor::MAX_WORKERS, 1024);
+/// ```
 pub const MAX_WORKERS: usize = 1024;
 
 /// The largest per-worker credit (packets a worker may hold).
+///
+/// ```
+/// assert_eq!(flowline::distributor::MAX_CREDIT, 1 << 20);
+/// ```
 pub const MAX_CREDIT: usize = 1 << 20;
 
 /// Names of the distributor's statistics, in the order of [`Distributor::stats`].
+///
+/// ```
+/// assert_eq!(flowline::distributor::DISTRIBUTOR_STATS[0], "accepted");
+/// ```
 pub const DISTRIBUTOR_STATS: [&str; 4] = ["accepted", "backpressured", "rescheduled", "dropped"];
 
 const ACCEPTED: usize = 0;
@@ -115,6 +127,11 @@ const FLOW_TABLE_SOFT_LIMIT: usize = 1 << 16;
 
 /// Distributor configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// let c = flowline::distributor::Config { workers: 4, credit: 128 };
+/// assert!(flowline::distributor::new(c, |p: &u64| *p).is_ok());
+/// ```
 pub struct Config {
     /// Number of workers, 1 to [`MAX_WORKERS`].
     pub workers: usize,
@@ -126,6 +143,11 @@ pub struct Config {
 
 impl Default for Config {
     /// One worker per CPU beyond the distributor's own (at least one); credit 256.
+    ///
+    /// ```
+    /// let c = flowline::distributor::Config::default();
+    /// assert!(c.workers >= 1 && c.credit == 256);
+    /// ```
     fn default() -> Self {
         Config {
             workers: crate::topology::available_cpus().saturating_sub(1).max(1),
@@ -136,6 +158,12 @@ impl Default for Config {
 
 /// A configuration that cannot be honoured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// use flowline::distributor::{self, Config, ConfigError};
+/// let e = distributor::new(Config { workers: 1, credit: 0 }, |p: &u64| *p).unwrap_err();
+/// assert_eq!(e, ConfigError::BadCredit(0));
+/// ```
 pub enum ConfigError {
     /// `workers` is 0.
     NoWorkers,
@@ -169,6 +197,15 @@ impl std::error::Error for ConfigError {}
 
 /// No worker is active: the packets were given back to the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// use flowline::distributor::{self, Config, NoWorkers};
+/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// ws.pop().unwrap().leave(Vec::new()).unwrap();
+/// let mut burst = vec![5];
+/// assert_eq!(d.distribute(&mut burst), Err(NoWorkers));
+/// assert_eq!(burst, [5]); // given back
+/// ```
 pub struct NoWorkers;
 
 impl fmt::Display for NoWorkers {
@@ -181,6 +218,15 @@ impl std::error::Error for NoWorkers {}
 
 /// Why [`Distributor::flush`] stopped before everything came back.
 #[derive(PartialEq, Eq)]
+///
+/// ```
+/// use std::time::Duration;
+/// use flowline::distributor::{self, Config, FlushError};
+/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// d.distribute(&mut vec![9]).unwrap();
+/// ws.pop().unwrap().leave(Vec::new()).unwrap(); // never received it
+/// assert_eq!(d.flush(&mut Vec::new(), Duration::from_secs(1)), Err(FlushError::NoWorkers(vec![9])));
+/// ```
 pub enum FlushError<T> {
     /// The timeout passed with packets still in flight (they are not lost: later calls
     /// collect them).
@@ -224,6 +270,13 @@ impl<T> std::error::Error for FlushError<T> {}
 
 /// Why a worker could not re-join.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// use flowline::distributor::{self, Config, JoinError};
+/// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// assert_eq!(d.rejoin(0).unwrap_err(), JoinError::Active(0));
+/// assert_eq!(d.rejoin(3).unwrap_err(), JoinError::NoSuchWorker(3));
+/// ```
 pub enum JoinError {
     /// No worker with this id exists (ids are `0..config.workers`).
     NoSuchWorker(usize),
@@ -271,6 +324,12 @@ impl<T> Lane<T> {
 }
 
 /// The distributor's end; see the [module documentation](self).
+///
+/// ```
+/// // See the module documentation for a complete pipeline.
+/// let (d, _ws) = flowline::distributor::new(Default::default(), |p: &u64| *p).unwrap();
+/// assert!(d.active_workers() >= 1);
+/// ```
 pub struct Distributor<T, F> {
     tag: F,
     lanes: Vec<Lane<T>>,
@@ -542,6 +601,15 @@ where
     ///
     /// [`NoWorkers`] if no worker is active: nothing is routed, and the backlog is given
     /// back at the front of `pkts` (it is older than they are).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 2 }, |p: &u64| *p).unwrap();
+    /// let mut burst = vec![7, 7, 7, 8];
+    /// // Credit 2: two packets of flow 7 go out; the third stays, and so does flow 8 (no credit).
+    /// assert_eq!(d.distribute(&mut burst), Ok(2));
+    /// assert_eq!(burst, [7, 8]);
+    /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
         self.poll_returns();
         if self.active == 0 {
@@ -585,6 +653,18 @@ where
     /// Reads the workers' return rings only if nothing is waiting from an earlier read (a
     /// `distribute` call reads them too), so a `distribute` + `collect` loop reads each
     /// return ring once per round.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// ws[0].done_burst(&mut b).unwrap();
+    /// let mut out = Vec::new();
+    /// assert_eq!(d.collect(&mut out), 2);
+    /// assert_eq!(out, [1, 2]);
+    /// ```
     pub fn collect(&mut self, out: &mut Vec<T>) -> usize {
         if self.returned.is_empty() {
             self.poll_returns();
@@ -602,6 +682,16 @@ where
     ///
     /// [`FlushError::Timeout`] if the timeout passed first; [`FlushError::NoWorkers`]
     /// (with the undelivered packets) if no worker is active.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::distributor::{self, Config, FlushError};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1]).unwrap();
+    /// // Nobody runs the worker here, so the flush times out; the packet is not lost.
+    /// let mut out = Vec::new();
+    /// assert_eq!(d.flush(&mut out, Duration::from_millis(1)), Err(FlushError::Timeout { in_flight: 1 }));
+    /// ```
     pub fn flush(&mut self, out: &mut Vec<T>, timeout: Duration) -> Result<(), FlushError<T>> {
         let deadline = Instant::now().checked_add(timeout);
         let backoff = Backoff::new();
@@ -625,6 +715,13 @@ where
 
     /// Packets held by workers or waiting in the backlog (not counting processed packets
     /// waiting for `collect`).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2, 3]).unwrap();
+    /// assert_eq!(d.in_flight(), 3);
+    /// ```
     pub fn in_flight(&self) -> usize {
         let held: u64 = self.lanes.iter().map(|l| l.outstanding()).sum();
         held as usize + self.backlog.len()
@@ -636,6 +733,14 @@ where
     ///
     /// [`JoinError::NoSuchWorker`] for an id out of range, [`JoinError::Active`] if that
     /// worker has not left (its `leave` has not returned yet).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// ws.pop().unwrap().leave(Vec::new()).unwrap();
+    /// let w = d.rejoin(0).unwrap(); // reads the leave from the return ring first
+    /// assert_eq!((w.id(), d.active_workers()), (0, 1));
+    /// ```
     pub fn rejoin(&mut self, id: usize) -> Result<Worker<T>, JoinError> {
         // Read the return rings first, so a leave that has happened is seen.
         self.poll_returns();
@@ -661,32 +766,73 @@ where
     }
 
     /// Number of active workers.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (d, _ws) = distributor::new(Config { workers: 3, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(d.active_workers(), 3);
+    /// ```
     pub fn active_workers(&self) -> usize {
         self.active
     }
 
     /// Packets worker `id` has completed since creation (`None` for an unknown id).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(d.worker_completed(0), Some(0));
+    /// assert_eq!(d.worker_completed(1), None);
+    /// ```
     pub fn worker_completed(&self, id: usize) -> Option<u64> {
         self.lanes.get(id).map(|l| l.completed)
     }
 
     /// Number of flows in the flow table.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2, 1]).unwrap();
+    /// assert_eq!(d.flows(), 2);
+    /// ```
     pub fn flows(&self) -> usize {
         self.flows.len()
     }
 
     /// The distributor's counters ([`DISTRIBUTOR_STATS`]), readable from any thread.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// assert_eq!(d.stats().snapshot().get("accepted"), Some(2));
+    /// ```
     pub fn stats(&self) -> Arc<CounterGroup<4>> {
         Arc::clone(&self.stats_group)
     }
 
     /// The workers' counters ([`WORKER_STATS`], summed over workers), readable from any
     /// thread.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1]).unwrap();
+    /// ws[0].recv_burst(&mut Vec::new(), 8).unwrap();
+    /// assert_eq!(d.worker_stats().snapshot().get("received"), Some(1));
+    /// ```
     pub fn worker_stats(&self) -> Arc<CounterGroup<4>> {
         Arc::clone(&self.worker_stats)
     }
 
     /// A snapshot of the workers' counters, summed.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(d.worker_totals().get("returned"), Some(0));
+    /// ```
     pub fn worker_totals(&self) -> GroupSnapshot<4> {
         self.worker_stats.snapshot()
     }

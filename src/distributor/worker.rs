@@ -33,6 +33,10 @@ pub(crate) struct Control<T> {
 }
 
 /// Names of the per-worker statistics, in the order of the worker counter group.
+///
+/// ```
+/// assert_eq!(flowline::distributor::WORKER_STATS[0], "received");
+/// ```
 pub const WORKER_STATS: [&str; 4] = ["received", "returned", "rescheduled", "dropped"];
 
 /// Index of "received" in [`WORKER_STATS`].
@@ -67,6 +71,12 @@ pub struct Worker<T> {
 /// A worker hands back a packet it does not hold: it has handed back as many packets as it
 /// received. The packet is returned with the error.
 #[derive(PartialEq, Eq)]
+///
+/// ```
+/// use flowline::distributor::{self, Config, NotHeld};
+/// let (_d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// assert_eq!(ws[0].done(3), Err(NotHeld(3)));
+/// ```
 pub struct NotHeld<T>(pub T);
 
 impl<T> fmt::Debug for NotHeld<T> {
@@ -88,6 +98,13 @@ impl<T> std::error::Error for NotHeld<T> {}
 
 /// The distributor is gone and this worker's ring is empty: nothing more will arrive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// ```
+/// use flowline::distributor::{self, Config, Disconnected};
+/// let (d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// drop(d);
+/// assert_eq!(ws[0].recv_burst(&mut Vec::new(), 8), Err(Disconnected));
+/// ```
 pub struct Disconnected;
 
 impl fmt::Display for Disconnected {
@@ -100,11 +117,27 @@ impl std::error::Error for Disconnected {}
 
 impl<T> Worker<T> {
     /// This worker's index (0-based, stable across leave and re-join).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// assert_eq!(w.id(), 0);
+    /// ```
     pub fn id(&self) -> usize {
         self.id
     }
 
     /// Packets received and not yet handed back.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// w.recv_burst(&mut Vec::new(), 8).unwrap();
+    /// assert_eq!(w.held(), 2);
+    /// ```
     pub fn held(&self) -> usize {
         self.held
     }
@@ -114,6 +147,19 @@ impl<T> Worker<T> {
     /// # Errors
     ///
     /// [`Disconnected`] once the distributor is dropped and nothing is left to receive.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![1, 2, 3]).unwrap();
+    /// let mut b = Vec::new();
+    /// assert_eq!(w.recv_burst(&mut b, 2), Ok(2));
+    /// assert_eq!(b, [1, 2]);
+    /// drop(d);
+    /// assert_eq!(w.recv_burst(&mut b, 2), Ok(1)); // what was sent still arrives
+    /// assert_eq!(w.recv_burst(&mut b, 2), Err(distributor::Disconnected));
+    /// ```
     pub fn recv_burst(&mut self, out: &mut Vec<T>, max: usize) -> Result<usize, Disconnected> {
         let n = self.rx.pop_burst_into(out, max);
         if n == 0 && self.rx.is_abandoned() && self.rx.is_empty() {
@@ -149,6 +195,17 @@ impl<T> Worker<T> {
     /// # Errors
     ///
     /// [`NotHeld`] (with the packet) if this worker holds no packet.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![4]).unwrap();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// w.done(b.pop().unwrap()).unwrap();
+    /// assert!(w.done(4).is_err()); // holds nothing now
+    /// ```
     pub fn done(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
         self.hand_back(Ret::Done(pkt), RETURNED)
     }
@@ -160,6 +217,17 @@ impl<T> Worker<T> {
     ///
     /// If `pkts` holds more packets than this worker holds, the surplus (the last ones)
     /// stays in `pkts` and the error says so; the others are handed back.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![4, 5]).unwrap();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// w.done_burst(&mut b).unwrap();
+    /// assert!(b.is_empty());
+    /// ```
     pub fn done_burst(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
         let n = pkts.len().min(self.held);
         let pushed = self
@@ -187,6 +255,18 @@ impl<T> Worker<T> {
     /// # Errors
     ///
     /// [`NotHeld`] (with the packet) if this worker holds no packet.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![4]).unwrap();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// w.drop_packet(b.pop().unwrap()).unwrap();
+    /// d.collect(&mut Vec::new());
+    /// assert_eq!(d.stats().snapshot().get("dropped"), Some(1));
+    /// ```
     pub fn drop_packet(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
         if self.held == 0 {
             return Err(NotHeld(pkt));
@@ -207,6 +287,22 @@ impl<T> Worker<T> {
     /// # Errors
     ///
     /// [`NotHeld`] (with the packet) if this worker holds no packet.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// // Tag = the packet's first field.
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &(u64, u64)| p.0).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![(1, 100)]).unwrap();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// let mut p = b.pop().unwrap();
+    /// p.0 = 2; // move it to flow 2
+    /// w.reschedule(p).unwrap();
+    /// d.distribute(&mut vec![(2, 200)]).unwrap();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// assert_eq!(b, [(2, 100), (2, 200)]); // the rescheduled packet comes first
+    /// ```
     pub fn reschedule(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
         self.hand_back(Ret::Resched(pkt), RESCHEDULED)
     }
@@ -221,6 +317,19 @@ impl<T> Worker<T> {
     ///
     /// If `unprocessed` holds more packets than the worker holds, the surplus is given
     /// back in [`NotHeld`]'s `Vec`.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 1).unwrap(); // holds 1; 2 is still in its ring
+    /// w.leave(b).unwrap();
+    /// let mut again = Vec::new();
+    /// assert!(d.distribute(&mut again).is_err()); // no worker: 1 and 2 come back, in order
+    /// assert_eq!(again, [1, 2]);
+    /// ```
     pub fn leave(mut self, unprocessed: Vec<T>) -> Result<(), NotHeld<Vec<T>>> {
         let mut surplus = Vec::new();
         for p in unprocessed {
