@@ -64,6 +64,10 @@ use crate::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Upper bound on shards of one counter or group: bounds the memory of a bad argument
 /// (`2^16` shards x 128 bytes = 8 MiB).
+///
+/// ```
+/// assert!(flowline::counter::MAX_SHARDS >= 1024);
+/// ```
 pub const MAX_SHARDS: usize = 1 << 16;
 
 /// Every shard is taken by a live handle.
@@ -84,6 +88,15 @@ pub struct ShardsExhausted {
 
 impl ShardsExhausted {
     /// How many shards the counter has (all taken).
+    ///
+    /// ```
+    /// let e = flowline::counter::ShardsExhausted::clone(&{
+    ///     let c = std::sync::Arc::new(flowline::counter::ShardedCounter::new(1));
+    ///     let _h = c.handle();
+    ///     c.try_handle().unwrap_err()
+    /// });
+    /// assert_eq!(e.shards(), 1);
+    /// ```
     pub fn shards(&self) -> usize {
         self.shards
     }
@@ -600,6 +613,14 @@ impl<const N: usize> fmt::Debug for CounterGroup<N> {
 }
 
 /// A writer's exclusive line of a [`CounterGroup`]. `Send`, not `Sync`.
+///
+/// ```
+/// use std::sync::Arc;
+/// let g = Arc::new(flowline::counter::CounterGroup::new(["pkts"], 1));
+/// let mut h = g.handle();
+/// h.add(0, 5);
+/// assert_eq!(h.values(), &[5]);
+/// ```
 pub struct GroupHandle<const N: usize> {
     group: Arc<CounterGroup<N>>,
     shard: usize,

@@ -40,18 +40,41 @@ use crate::sync::Backoff;
 
 /// Bytes in the padded unit: `CachePadded`'s alignment for this target (128 on x86_64,
 /// aarch64 and powerpc64; 64 on most others; 32 or 256 on a few).
+///
+/// ```
+/// #[cfg(target_arch = "x86_64")]
+/// assert_eq!(flowline::slot::LINE_BYTES, 128);
+/// ```
 pub const LINE_BYTES: usize = align_of::<CachePadded<u8>>();
 
 /// How many `u64` words fill one padded unit: the length of a [`SlotLine`].
+///
+/// ```
+/// use flowline::slot::{LINE_BYTES, WORDS_PER_LINE};
+/// assert_eq!(WORDS_PER_LINE * 8, LINE_BYTES);
+/// ```
 pub const WORDS_PER_LINE: usize = LINE_BYTES / size_of::<u64>();
 
 /// Bits of a [`Signal`] that hold the flags (the top bits of the word).
+///
+/// ```
+/// assert_eq!(flowline::slot::FLAG_BITS, 8);
+/// ```
 pub const FLAG_BITS: u32 = 8;
 
 /// Bits of a [`Signal`] that hold the payload (the low bits of the word).
+///
+/// ```
+/// assert_eq!(flowline::slot::PAYLOAD_BITS, 56);
+/// ```
 pub const PAYLOAD_BITS: u32 = 64 - FLAG_BITS;
 
 /// The largest payload a [`Signal`] can carry: `2^56 - 1`.
+///
+/// ```
+/// use flowline::slot::{Signal, MAX_PAYLOAD};
+/// assert!(Signal::pack(0, MAX_PAYLOAD).is_ok());
+/// ```
 pub const MAX_PAYLOAD: u64 = (1 << PAYLOAD_BITS) - 1;
 
 /// A slot word split into 8 flag bits (top) and a 56-bit payload (bottom).
@@ -81,6 +104,11 @@ impl Signal {
     /// # Errors
     ///
     /// [`PackError`] if `payload` exceeds [`MAX_PAYLOAD`] (56 bits).
+    ///
+    /// ```
+    /// use flowline::slot::Signal;
+    /// assert_eq!(Signal::pack(1, 9).unwrap().payload(), 9);
+    /// ```
     #[inline]
     pub const fn pack(flags: u8, payload: u64) -> Result<Signal, PackError> {
         if payload > MAX_PAYLOAD {
@@ -171,6 +199,11 @@ pub struct PackError {
 
 impl PackError {
     /// The payload that did not fit.
+    ///
+    /// ```
+    /// use flowline::slot::{Signal, MAX_PAYLOAD};
+    /// assert_eq!(Signal::pack(0, u64::MAX).unwrap_err().payload(), u64::MAX);
+    /// ```
     pub fn payload(&self) -> u64 {
         self.payload
     }
@@ -208,6 +241,12 @@ pub struct WaitTimeout {
 
 impl WaitTimeout {
     /// The last word the wait observed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let s = flowline::slot::Slot::new(3);
+    /// assert_eq!(s.wait_for_word(4, Duration::ZERO).unwrap_err().last_word(), 3);
+    /// ```
     pub fn last_word(&self) -> u64 {
         self.last_word
     }

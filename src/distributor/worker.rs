@@ -58,6 +58,12 @@ pub(crate) const DROPPED: usize = 3;
 /// # Example
 ///
 /// See the [module documentation](super).
+///
+/// ```
+/// use flowline::distributor::{self, Config};
+/// let (_d, ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+/// assert_eq!(ws.iter().map(|w| w.id()).collect::<Vec<_>>(), [0, 1]);
+/// ```
 pub struct Worker<T> {
     pub(crate) id: usize,
     pub(crate) rx: spsc::Consumer<T>,

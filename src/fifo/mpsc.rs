@@ -268,6 +268,12 @@ impl<T> Drop for Shared<T> {
 }
 
 /// A writing end of an MPSC ring. Clone it for each producing thread.
+///
+/// ```
+/// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
+/// tx.push(1).unwrap();
+/// assert_eq!(tx.len(), 1);
+/// ```
 pub struct Producer<T> {
     shared: Arc<Shared<T>>,
     /// Last value of `head` this handle read.
@@ -567,6 +573,12 @@ impl<T> fmt::Debug for Producer<T> {
 /// values written and not committed are not dropped (as with any `MaybeUninit`).
 /// Leaking the chunk (`mem::forget`) leaves the reservation unpublished forever: the
 /// consumer stops there.
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
+/// let n = tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter());
+/// assert_eq!((n, rx.pop()), (2, Some(5)));
+/// ```
 pub struct WriteChunk<'a, T> {
     producer: &'a mut Producer<T>,
     start: usize,
@@ -710,6 +722,12 @@ impl<T> fmt::Debug for WriteChunk<'_, T> {
 }
 
 /// The reading end of an MPSC ring.
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
+/// tx.push(1).unwrap();
+/// assert_eq!(rx.pop(), Some(1));
+/// ```
 pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
     /// Next index to consume.

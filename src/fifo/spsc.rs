@@ -171,6 +171,12 @@ impl<T> Drop for Shared<T> {
 }
 
 /// The writing end of an SPSC ring.
+///
+/// ```
+/// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+/// tx.push(1).unwrap();
+/// assert_eq!(tx.len(), 1);
+/// ```
 pub struct Producer<T> {
     buf: *mut MaybeUninit<T>,
     mask: usize,
@@ -186,6 +192,12 @@ pub struct Producer<T> {
 unsafe impl<T: Send> Send for Producer<T> {}
 
 /// The reading end of an SPSC ring.
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+/// tx.push(1).unwrap();
+/// assert_eq!(rx.pop(), Some(1));
+/// ```
 pub struct Consumer<T> {
     buf: *mut MaybeUninit<T>,
     mask: usize,
@@ -454,6 +466,12 @@ impl<T> fmt::Debug for Producer<T> {
 /// are then *not* dropped (as with any `MaybeUninit`), and the slots are reused by the next
 /// write. For `T` with a destructor, commit what you wrote or use
 /// [`fill_from_iter`](WriteChunk::fill_from_iter).
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+/// let n = tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter());
+/// assert_eq!((n, rx.pop()), (2, Some(5)));
+/// ```
 pub struct WriteChunk<'a, T> {
     producer: &'a mut Producer<T>,
     len: usize,
@@ -863,6 +881,15 @@ impl<T> fmt::Debug for Consumer<T> {
 ///
 /// Dropping a chunk without committing releases nothing: the items stay in the ring, and
 /// the next read sees them again.
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+/// tx.push_burst(&[1, 2]);
+/// let c = rx.read_chunk(4);
+/// assert_eq!(c.len(), 2);
+/// c.commit(1);
+/// assert_eq!(rx.pop(), Some(2));
+/// ```
 pub struct ReadChunk<'a, T> {
     consumer: &'a mut Consumer<T>,
     len: usize,
