@@ -7,10 +7,10 @@
 //! | --- | --- | --- |
 //! | [`cell`] | assign-unless-equal on atomics and plain places | rewriting an unchanged value still steals the line from every reader (DPDK virtio: 1.21x at 2 threads, 1.39x at 16 once fixed) |
 //! | [`slot`] | padded single-writer signalling words | packets moved through shared per-worker buffers made DPDK's distributor miss the LLC on half its loads at 16 cores; shared lines should only signal |
+//! | [`fifo::spsc`], [`fifo::mpsc`] | bounded packet rings: burst, bulk, zero-copy chunks, cached remote indices | one index-line transfer moves a whole burst; the remote index is read only when the cached copy runs out |
+//! | [`counter`] | per-writer sharded counters and counter groups | a shared `atomic_long_inc` capped 12 pktgen threads at 24 Mpps; each writer owns its line |
+//! | [`distributor`] | the reference flow-affinity distributor, built from the parts above | packets travel in per-worker rings, one index store per burst; flow state never leaves the distributor's thread |
 //! | [`topology`] | CPU count, pinning, current CPU | a migrating hot-path thread takes its cache with it; benchmarks need fixed placement |
-//!
-//! Still to come, tracked as issues: SPSC and MPSC packet rings with burst, bulk and
-//! zero-copy chunks; per-core sharded counters; the reference flow-affinity distributor.
 //!
 //! ## Layers
 //!

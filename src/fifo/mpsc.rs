@@ -721,13 +721,15 @@ impl<T> fmt::Debug for WriteChunk<'_, T> {
     }
 }
 
-/// The reading end of an MPSC ring.
+/// The reading end of an MPSC ring. Aligned to 128 bytes so the position it rewrites on
+/// every call never shares a line with a producer handle stored next to it.
 ///
 /// ```
 /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
 /// tx.push(1).unwrap();
 /// assert_eq!(rx.pop(), Some(1));
 /// ```
+#[repr(align(128))]
 pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
     /// Next index to consume.
@@ -954,6 +956,14 @@ impl<T> fmt::Debug for Consumer<T> {
             .field("len", &self.len())
             .finish()
     }
+}
+
+#[cfg(not(loom))]
+mod layout {
+    use super::*;
+    use static_assertions::const_assert;
+
+    const_assert!(core::mem::align_of::<Consumer<u64>>() >= 128);
 }
 
 #[cfg(all(test, not(loom)))]
