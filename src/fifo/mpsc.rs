@@ -30,6 +30,13 @@
 //! it; once it is published the consumer continues through the later runs. (Only the
 //! capacity bounds how far the others can get ahead.)
 //!
+//! When producers share a core (more producer threads than CPUs), a producer that finds the
+//! ring full should **yield rather than spin**: a producer preempted inside its reservation
+//! needs the CPU back to publish, and a spinning neighbour holds it for a whole time slice.
+//! Measured here with 2 producers on one core and the consumer on the other (report
+//! scenario `mpsc_2p_oversub_burst8`): worst gap between consecutive receptions 4.0 ms when
+//! full producers spin, 49 us when they yield.
+//!
 //! DPDK's MP ring differs here: its producers publish by moving the shared tail in
 //! reservation order, so a producer that reserved after a preempted one *spins inside its
 //! enqueue call* until the preempted one finishes. On oversubscribed cores that turns one
