@@ -313,6 +313,8 @@ struct Lane<T> {
     completed: u64,
     /// Packets routed to this worker in the current call, pushed as one burst at its end.
     staged: Vec<T>,
+    /// Packets a leaving worker handed back unprocessed, held until its leave marker.
+    leaving: Vec<T>,
     control: Arc<Control<T>>,
 }
 
@@ -343,7 +345,6 @@ pub struct Distributor<T, F> {
     active: usize,
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
     scratch: Vec<T>,
-    ret_scratch: Vec<Ret<T>>,
     stats: GroupHandle<4>,
     stats_group: Arc<CounterGroup<4>>,
     worker_stats: Arc<CounterGroup<4>>,
@@ -401,6 +402,7 @@ where
             sent: 0,
             completed: 0,
             staged: Vec::with_capacity(config.credit.min(1024)),
+            leaving: Vec::new(),
             control,
         });
     }
@@ -414,7 +416,6 @@ where
         active: config.workers,
         blocked: HashSet::default(),
         scratch: Vec::new(),
-        ret_scratch: Vec::new(),
         stats: stats_group.handle(),
         stats_group,
         worker_stats,
@@ -445,7 +446,7 @@ where
 
     /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
     /// lookup per packet.
-    #[inline]
+    #[inline(always)]
     fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
         let w = match self.flows.get_mut(t) {
             Some(f) => {
@@ -518,52 +519,49 @@ where
 
     /// Reads every worker's return ring: completions, returned packets, reschedules, leaves.
     fn poll_returns(&mut self) {
-        let mut rets = std::mem::take(&mut self.ret_scratch);
         for w in 0..self.lanes.len() {
-            if self.lanes[w].rx.pop_burst_into(&mut rets, usize::MAX) == 0 {
-                continue;
-            }
-            let mut leaving: Vec<T> = Vec::new();
             let mut left = false;
-            for r in rets.drain(..) {
-                let lane = &mut self.lanes[w];
-                match r {
-                    Ret::Done(p) => {
-                        lane.completed += 1;
-                        self.returned.push(p);
-                    }
-                    Ret::Dropped => {
-                        lane.completed += 1;
-                        self.stats.add(DROPPED, 1);
-                    }
-                    Ret::Resched(p) => {
-                        lane.completed += 1;
-                        self.stats.add(RESCHEDULED, 1);
-                        self.backlog.push_back(p);
-                    }
-                    Ret::Unprocessed(p) => {
-                        lane.completed += 1;
-                        leaving.push(p);
-                    }
-                    Ret::Leave => left = true,
+            let Self {
+                lanes,
+                returned,
+                backlog,
+                stats,
+                ..
+            } = self;
+            let lane = &mut lanes[w];
+            let completed = &mut lane.completed;
+            let leaving = &mut lane.leaving;
+            let n = lane.rx.pop_burst_with(usize::MAX, |r| match r {
+                Ret::Done(p) => {
+                    *completed += 1;
+                    returned.push(p);
                 }
-            }
-            if left {
-                self.take_leave(w, leaving);
-            } else {
-                debug_assert!(leaving.is_empty(), "unprocessed packets without a leave");
-                for p in leaving.into_iter().rev() {
-                    self.backlog.push_front(p);
+                Ret::Dropped => {
+                    *completed += 1;
+                    stats.add(DROPPED, 1);
                 }
+                Ret::Resched(p) => {
+                    *completed += 1;
+                    stats.add(RESCHEDULED, 1);
+                    backlog.push_back(p);
+                }
+                // Kept, still counted as outstanding (so their flows stay in flight at this
+                // worker), until the leave marker that follows them arrives: a poll may see
+                // only part of a leaving worker's hand-back.
+                Ret::Unprocessed(p) => leaving.push(p),
+                Ret::Leave => left = true,
+            });
+            if n > 0 && left {
+                self.take_leave(w);
             }
         }
-        self.ret_scratch = rets;
     }
 
-    /// Worker `w` left, handing back `unprocessed`: take its parked ring ends, recover what
-    /// it never received, and put all of it at the front of the backlog, oldest first.
-    fn take_leave(&mut self, w: usize, mut unprocessed: Vec<T>) {
+    /// Worker `w` left, having handed back `lane.leaving`: take its parked ring ends, recover
+    /// what it never received, and put all of it at the front of the backlog, oldest first.
+    fn take_leave(&mut self, w: usize) {
         let lane = &mut self.lanes[w];
+        let mut unprocessed = std::mem::take(&mut lane.leaving);
         // The worker parks its ends right after posting the leave marker.
         let backoff = Backoff::new();
         let parked = loop {

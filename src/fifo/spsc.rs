@@ -760,17 +760,49 @@ impl<T> Consumer<T> {
     /// assert_eq!(v, ["a"]);
     /// ```
     pub fn pop_burst_into(&mut self, out: &mut Vec<T>, max: usize) -> usize {
-        let n = self.available_for(max).min(max);
-        out.reserve(n);
-        for k in 0..n {
-            let index = self.head.wrapping_add(k);
-            self.shared.tracker.read(index & self.mask);
-            // SAFETY: the n slots from `head` hold published items; each is moved out once
-            // and the slots are released right after the loop (Vec::push cannot fail after
-            // the reserve, so no item is read twice or lost).
-            out.push(unsafe { (*self.slot(index)).assume_init_read() });
+        out.reserve(self.available_for(max).min(max));
+        self.pop_burst_with(max, |v| out.push(v))
+    }
+
+    /// Burst to a closure: moves up to `max` available items, oldest first, into `f`, and
+    /// releases their slots with one index store; returns how many. No intermediate buffer.
+    /// If `f` panics, the items already handed to it stay consumed (none is dropped twice).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(8).unwrap();
+    /// tx.push_burst(&[1, 2, 3]);
+    /// let mut sum = 0;
+    /// assert_eq!(rx.pop_burst_with(8, |v| sum += v), 3);
+    /// assert_eq!(sum, 6);
+    /// ```
+    #[inline]
+    pub fn pop_burst_with(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
+        /// Releases the items taken so far, also when `f` unwinds.
+        struct Taken<'a, T> {
+            consumer: &'a mut Consumer<T>,
+            n: usize,
         }
-        self.release(n);
+        impl<T> Drop for Taken<'_, T> {
+            fn drop(&mut self) {
+                self.consumer.release(self.n);
+            }
+        }
+        let n = self.available_for(max).min(max);
+        let mut taken = Taken {
+            consumer: self,
+            n: 0,
+        };
+        while taken.n < n {
+            let c = &*taken.consumer;
+            let index = c.head.wrapping_add(taken.n);
+            c.shared.tracker.read(index & c.mask);
+            // SAFETY: the n slots from `head` hold published items; each is read once, and
+            // counted as taken before `f` runs, so the guard releases it even if `f`
+            // panics (it is then never read or dropped again).
+            let v = unsafe { (*c.slot(index)).assume_init_read() };
+            taken.n += 1;
+            f(v);
+        }
         n
     }
 
@@ -1273,6 +1305,28 @@ mod tests {
         assert!(tx.push_bulk_iter(Liar(0)).is_ok());
         assert_eq!(rx.len(), 2);
         assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(1), Some(2), None));
+    }
+
+    #[test]
+    fn pop_burst_with_panicking_closure_drops_nothing_twice() {
+        let drops = Rc::new(Cell::new(0));
+        let (mut tx, mut rx) = channel::<Tracked>(4).unwrap();
+        for i in 0..3 {
+            tx.push(Tracked(i, drops.clone())).unwrap();
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rx.pop_burst_with(3, |t| {
+                if t.0 == 1 {
+                    panic!("worker bug");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        // Items 0 and 1 were handed to the closure (and dropped by it); item 2 remains.
+        assert_eq!(drops.get(), 2);
+        assert_eq!(rx.pop().map(|t| t.0), Some(2));
+        drop((tx, rx));
+        assert_eq!(drops.get(), 3);
     }
 
     #[test]
