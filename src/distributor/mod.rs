@@ -20,11 +20,12 @@
 //!
 //! # How it works
 //!
-//! Per worker there is an [`spsc`](crate::fifo::spsc) ring distributor -> worker for packets
-//! and an SPSC ring worker -> distributor for what the worker hands back (returned,
-//! dropped and rescheduled packets, and the leave message, in the order they happen).
-//! Control travels in that return ring, in order with the completions it concerns, so no
-//! separate signalling line is needed per burst. Each worker may hold at most `credit`
+//! Per worker there is an [`spsc`](crate::fifo::spsc) ring distributor -> worker for packets,
+//! and two SPSC rings worker -> distributor: one of bare packets for the processed ones
+//! (the common case: as dense as the packets that went out) and one for everything else
+//! (drops, rescheduled packets, packets handed back unprocessed, and the leave message, in
+//! the order they happen). Control travels on that ring, in order with what it concerns, so
+//! no separate signalling line is needed per burst. Each worker may hold at most `credit`
 //! packets (sent and not yet handed back); the rings are sized to the credit, so a push
 //! never fails and never spins.
 //!
@@ -36,10 +37,10 @@
 //!
 //! Shared cache lines written per burst (packets of 8 bytes; 8 per 64-byte line):
 //! * distributor, per worker that gets packets: the packet lines of its ring and **one**
-//!   index line (the ring's tail); per worker that handed something back: **one** index
-//!   line (the return ring's head);
+//!   index line (the ring's tail); per worker that handed packets back: **one** index line
+//!   (the done ring's head), plus one for the control ring when it had entries;
 //! * worker, per burst received: **one** index line (its ring's head); per burst handed
-//!   back: the return entries' lines and **one** index line (the return ring's tail).
+//!   back: the packets' lines and **one** index line (the done ring's tail).
 //!
 //! Remote index lines are read only when the cached copy says full or empty.
 //!
@@ -303,6 +304,9 @@ impl std::error::Error for JoinError {}
 /// The distributor's view of one worker.
 struct Lane<T> {
     tx: spsc::Producer<T>,
+    /// Processed packets from the worker.
+    done_rx: spsc::Consumer<T>,
+    /// Drops, reschedules and the leave message from the worker.
     rx: spsc::Consumer<Ret<T>>,
     /// The worker's ring ends while it is away.
     parked: Option<Parked<T>>,
@@ -382,6 +386,7 @@ where
     for id in 0..config.workers {
         let (tx, wrx) = spsc::channel(config.credit).expect("credit validated above");
         // One more slot than the credit for the leave marker.
+        let (wdone, done_rx) = spsc::channel(config.credit).expect("credit validated above");
         let (wret, rx) = spsc::channel(config.credit + 1).expect("credit validated above");
         let control = Arc::new(Control {
             parked: Mutex::new(None),
@@ -389,6 +394,7 @@ where
         workers.push(Worker {
             id,
             rx: wrx,
+            done: wdone,
             ret: wret,
             held: 0,
             control: Arc::clone(&control),
@@ -396,6 +402,7 @@ where
         });
         lanes.push(Lane {
             tx,
+            done_rx,
             rx,
             parked: None,
             active: true,
@@ -529,13 +536,11 @@ where
                 ..
             } = self;
             let lane = &mut lanes[w];
+            // Processed packets first (the common case: one burst, no per-entry dispatch).
+            lane.completed += lane.done_rx.pop_burst_into(returned, usize::MAX) as u64;
             let completed = &mut lane.completed;
             let leaving = &mut lane.leaving;
             let n = lane.rx.pop_burst_with(usize::MAX, |r| match r {
-                Ret::Done(p) => {
-                    *completed += 1;
-                    returned.push(p);
-                }
                 Ret::Dropped => {
                     *completed += 1;
                     stats.add(DROPPED, 1);
@@ -552,6 +557,11 @@ where
                 Ret::Leave => left = true,
             });
             if n > 0 && left {
+                // The worker handed back its processed packets before leaving; those that
+                // were not visible when the done ring was read above are now.
+                let lane = &mut self.lanes[w];
+                lane.completed +=
+                    lane.done_rx.pop_burst_into(&mut self.returned, usize::MAX) as u64;
                 self.take_leave(w);
             }
         }
@@ -756,6 +766,7 @@ where
         Ok(Worker {
             id,
             rx: parked.rx,
+            done: parked.done,
             ret: parked.ret,
             held: 0,
             control: Arc::clone(&lane.control),

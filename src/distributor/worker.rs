@@ -6,11 +6,10 @@ use std::sync::{Arc, Mutex};
 use crate::counter::GroupHandle;
 use crate::fifo::spsc;
 
-/// What a worker hands back to the distributor, in the order it happens. Each of `Done`,
+/// What a worker hands back on its control ring, in the order it happens (processed
+/// packets go on a separate ring of bare `T`s, half the lines of this enum). Each of
 /// `Dropped` and `Resched` completes the oldest packet the worker holds.
 pub(crate) enum Ret<T> {
-    /// Processed; goes back to the caller.
-    Done(T),
     /// Consumed by the worker (counted as dropped).
     Dropped,
     /// Processed and re-tagged: route it again as the next packet of its new flow.
@@ -24,6 +23,7 @@ pub(crate) enum Ret<T> {
 /// Ring ends a worker leaves behind for the distributor (and the next worker to join).
 pub(crate) struct Parked<T> {
     pub(crate) rx: spsc::Consumer<T>,
+    pub(crate) done: spsc::Producer<T>,
     pub(crate) ret: spsc::Producer<Ret<T>>,
 }
 
@@ -67,6 +67,9 @@ pub(crate) const DROPPED: usize = 3;
 pub struct Worker<T> {
     pub(crate) id: usize,
     pub(crate) rx: spsc::Consumer<T>,
+    /// Processed packets, back to the distributor.
+    pub(crate) done: spsc::Producer<T>,
+    /// Drops, reschedules and the leave message, back to the distributor.
     pub(crate) ret: spsc::Producer<Ret<T>>,
     /// Packets received and not yet handed back.
     pub(crate) held: usize,
@@ -181,7 +184,7 @@ impl<T> Worker<T> {
     fn hand_back(&mut self, r: Ret<T>, stat: usize) -> Result<(), NotHeld<T>> {
         if self.held == 0 {
             return Err(NotHeld(match r {
-                Ret::Done(p) | Ret::Resched(p) | Ret::Unprocessed(p) => p,
+                Ret::Resched(p) | Ret::Unprocessed(p) => p,
                 Ret::Dropped | Ret::Leave => unreachable!("only packet-carrying returns"),
             }));
         }
@@ -213,7 +216,15 @@ impl<T> Worker<T> {
     /// assert!(w.done(4).is_err()); // holds nothing now
     /// ```
     pub fn done(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
-        self.hand_back(Ret::Done(pkt), RETURNED)
+        if self.held == 0 {
+            return Err(NotHeld(pkt));
+        }
+        if self.done.push(pkt).is_err() {
+            unreachable!("done ring sized to the worker's credit cannot be full");
+        }
+        self.held -= 1;
+        self.stats.add(RETURNED, 1);
+        Ok(())
     }
 
     /// Hands back processed packets as one burst (one index publication), draining `pkts`
@@ -236,9 +247,7 @@ impl<T> Worker<T> {
     /// ```
     pub fn done_burst(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
         let n = pkts.len().min(self.held);
-        let pushed = self
-            .ret
-            .push_burst_iter(&mut pkts.drain(..n).map(Ret::Done));
+        let pushed = self.done.push_burst_iter(&mut pkts.drain(..n));
         // The return ring holds at least as many entries as this worker may hold.
         assert_eq!(
             pushed, n,
@@ -359,9 +368,13 @@ impl<T> Worker<T> {
             unreachable!("return ring keeps one slot for the leave marker");
         }
         let Worker {
-            rx, ret, control, ..
+            rx,
+            done,
+            ret,
+            control,
+            ..
         } = self;
-        *control.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(Parked { rx, ret });
+        *control.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(Parked { rx, done, ret });
         if surplus.is_empty() {
             Ok(())
         } else {
