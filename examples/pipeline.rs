@@ -174,14 +174,17 @@ fn main() -> ExitCode {
                 let mut rng = Rng(0x9e37_79b9 ^ (w.id() as u64 + 1));
                 let mut burst = Vec::new();
                 let mut done = Vec::new();
+                // Spin briefly when idle, then yield: with more threads than CPUs a
+                // spinning worker would hold the core the distributor needs.
+                let idle = crossbeam_utils::Backoff::new();
                 loop {
                     match w.recv_burst(&mut burst, 64) {
                         Err(_) => return,
                         Ok(0) => {
-                            std::hint::spin_loop();
+                            idle.snooze();
                             continue;
                         }
-                        Ok(_) => {}
+                        Ok(_) => idle.reset(),
                     }
                     for mut p in burst.drain(..) {
                         for i in 0..work {
