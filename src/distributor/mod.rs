@@ -20,7 +20,7 @@
 //!
 //! # How it works
 //!
-//! Per worker there is an [`spsc`](crate::fifo::spsc) ring distributor -> worker for packets,
+//! Per worker there is an [SPSC](crate::fifo::spsc) ring distributor -> worker for packets,
 //! and two SPSC rings worker -> distributor: one of bare packets for the processed ones
 //! (the common case: as dense as the packets that went out) and one for everything else
 //! (drops, rescheduled packets, packets handed back unprocessed, and the leave message, in
