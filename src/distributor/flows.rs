@@ -49,6 +49,8 @@ impl Hasher for TagHasher {
 #[derive(Default)]
 pub(crate) struct FlowTable {
     map: HashMap<u64, Flow, BuildHasherDefault<TagHasher>>,
+    /// Size past which the next `prune_idle` scans the table (0: the caller's limit).
+    prune_at: usize,
 }
 
 impl FlowTable {
@@ -67,10 +69,70 @@ impl FlowTable {
     }
 
     /// Forgets flows that are not in flight, given each worker's completed count, once the
-    /// table has grown past `limit` entries (keeps memory bounded under churning tags).
+    /// table has grown past `limit` entries (keeps memory bounded under churning tags). If
+    /// most flows are in flight the table stays large; the next scan then waits until it has
+    /// doubled, so the cost stays amortised O(1) per inserted flow.
     pub(crate) fn prune_idle(&mut self, completed: impl Fn(usize) -> u64, limit: usize) {
-        if self.map.len() > limit {
+        if self.map.len() > self.prune_at.max(limit) {
             self.map.retain(|_, f| completed(f.worker) < f.last);
+            self.prune_at = 2 * self.map.len();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_forgets_idle_flows_and_backs_off_when_busy() {
+        let mut t = FlowTable::default();
+        for tag in 0..10u64 {
+            t.set(
+                tag,
+                Flow {
+                    worker: 0,
+                    last: tag + 1,
+                },
+            );
+        }
+        // Worker 0 completed 4 packets: flows 0..=3 are idle.
+        t.prune_idle(|_| 4, 8);
+        assert_eq!(t.len(), 6);
+        assert!(t.get_mut(3).is_none() && t.get_mut(4).is_some());
+        // Everything in flight: a scan keeps all, and the next one waits for 2x growth.
+        for tag in 10..20u64 {
+            t.set(
+                tag,
+                Flow {
+                    worker: 0,
+                    last: 100,
+                },
+            );
+        }
+        t.prune_idle(|_| 0, 8);
+        assert_eq!(t.len(), 16);
+        for tag in 20..30u64 {
+            t.set(
+                tag,
+                Flow {
+                    worker: 0,
+                    last: 100,
+                },
+            );
+        }
+        t.prune_idle(|_| 1000, 8); // 26 <= 32: no scan yet, even though all are idle
+        assert_eq!(t.len(), 26);
+        for tag in 30..40u64 {
+            t.set(
+                tag,
+                Flow {
+                    worker: 0,
+                    last: 100,
+                },
+            );
+        }
+        t.prune_idle(|_| 1000, 8); // 36 > 32: scans, all idle
+        assert_eq!(t.len(), 0);
     }
 }
