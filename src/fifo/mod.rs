@@ -13,9 +13,36 @@
 //! in place.
 
 use core::fmt;
+use core::ptr;
 
 pub mod mpsc;
 pub mod spsc;
+
+/// Drops the items of two runs of slots in place, the first run first.
+///
+/// Panic-safe the way the rings need it: if one item's `Drop` panics, the other items of
+/// its run are still dropped (as `drop_in_place` on a slice does) and so is the second
+/// run, so no item is left half-consumed. The caller counts all of them as consumed
+/// *before* calling (a guard that publishes the index on unwind), so none is ever read or
+/// dropped again.
+///
+/// # Safety
+///
+/// Both runs are in bounds, disjoint, hold initialised items, and are never read or
+/// dropped again after this call (also when it unwinds).
+pub(crate) unsafe fn drop_runs<T>(first: *mut [T], second: *mut [T]) {
+    /// Drops its run when it goes out of scope: at the end, or while unwinding.
+    struct DropRun<T>(*mut [T]);
+    impl<T> Drop for DropRun<T> {
+        fn drop(&mut self) {
+            // SAFETY: guaranteed by `drop_runs`'s caller; this guard runs once.
+            unsafe { ptr::drop_in_place(self.0) };
+        }
+    }
+    let _second = DropRun(second);
+    // SAFETY: guaranteed by the caller.
+    unsafe { ptr::drop_in_place(first) };
+}
 
 /// A ring capacity that cannot be honoured.
 ///

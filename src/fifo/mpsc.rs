@@ -48,6 +48,20 @@
 //! 2^31 slots. A run left partly unfilled (a chunk committed with fewer items than it
 //! reserved) costs its empty slots until the consumer passes them.
 //!
+//! # Index wrap
+//!
+//! Indices are free-running **64-bit** counters on every target (32-bit ones too), and
+//! every comparison between them is a wrapping difference. Run descriptors carry a full
+//! 64-bit stamp, and the consumer clears each stamp when it takes the run, so a stamp left
+//! from an earlier lap never matches, however many times the counters wrap (dropped empty
+//! chunks included: each uses up indices without items). What remains is the limit every
+//! CAS-reserved ring has: a producer handle whose cached view is from exactly a multiple of
+//! 2^64 indices ago (idle, or preempted between its read of `tail` and its CAS) could be
+//! fooled. Producing 2^64 indices takes at least 2^33 reservations on the largest ring
+//! (2^31 slots; over a minute of nothing else at 10 ns each) and 2^54 on a 1024-slot
+//! ring (centuries). On 32-bit targets the 32-bit counters of the first version wrapped
+//! in seconds; these do not.
+//!
 //! # Example
 //!
 //! ```
@@ -97,9 +111,14 @@ const MAX_SLOTS: usize = 1 << 31;
 
 /// Makes a ring of at least `capacity` slots (rounded up to a power of two).
 ///
+/// Memory: per slot, one `T` plus a 16-byte run descriptor (at least two descriptors),
+/// plus three 128-byte padded lines of indices and state.
+///
 /// # Errors
 ///
-/// As [`spsc::channel`](super::spsc::channel); the largest capacity is 2^31 slots.
+/// As [`spsc::channel`](super::spsc::channel); the largest capacity is 2^31 slots. An
+/// allocation the allocator refuses (slots or descriptors) is
+/// [`CapacityError::AllocFailed`], never an abort.
 ///
 /// ```
 /// let (tx, rx) = flowline::fifo::mpsc::channel::<u64>(100).unwrap();
@@ -107,6 +126,25 @@ const MAX_SLOTS: usize = 1 << 31;
 /// assert!(flowline::fifo::mpsc::channel::<u64>(0).is_err());
 /// ```
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    with_start_index(capacity, 0)
+}
+
+/// The descriptor stamp that matches no index at descriptor `j`: its low bits differ from
+/// `j`'s, and the consumer looks at descriptor `j` only for indices whose low bits are `j`.
+#[inline(always)]
+fn never_matches(j: u64) -> u64 {
+    j ^ 1
+}
+
+/// **Testing only, not for production:** as [`channel`], with the free-running 64-bit
+/// indices starting at `start`, so that tests (this crate's and outside suites) can start
+/// a ring just below the wrap point, e.g. `u64::MAX - 3`. The ring behaves exactly as one
+/// that has moved `start` items. Hidden from the docs and outside any semver promise.
+#[doc(hidden)]
+pub fn with_start_index<T>(
+    capacity: usize,
+    start: u64,
+) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
     if slots > MAX_SLOTS {
         return Err(CapacityError::TooLarge {
@@ -114,57 +152,62 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
             max: MAX_SLOTS,
         });
     }
+    // At least two descriptors, so that a stamp can always be cleared to a value whose low
+    // bits differ from every index that maps to its descriptor.
+    let desc_slots = slots.max(2);
+    let alloc_failed = || CapacityError::AllocFailed {
+        slots,
+        bytes: slots
+            .saturating_mul(core::mem::size_of::<T>())
+            .saturating_add(desc_slots.saturating_mul(core::mem::size_of::<Run>())),
+    };
     let mut v: Vec<MaybeUninit<T>> = Vec::new();
-    v.try_reserve_exact(slots)
-        .map_err(|_| CapacityError::AllocFailed {
-            slots,
-            bytes: slots.saturating_mul(core::mem::size_of::<T>()),
-        })?;
+    v.try_reserve_exact(slots).map_err(|_| alloc_failed())?;
+    let mut runs: Vec<Run> = Vec::new();
+    runs.try_reserve_exact(desc_slots)
+        .map_err(|_| alloc_failed())?;
     // SAFETY: capacity for `slots` elements was reserved; MaybeUninit needs no init.
     unsafe { v.set_len(slots) };
     let buf = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<T>;
-    let runs: Box<[Run]> = (0..slots)
-        .map(|i| Run {
-            // A stamp that matches no index the consumer will look for at this slot until
-            // the counters wrap (2^64 items): index i is first checked at lap 0, stamp i-1
-            // for i > 0, and slot 0 is checked first at index 0 with stamp usize::MAX.
-            stamp: AtomicUsize::new(i.wrapping_sub(1)),
-            lens: AtomicU64::new(0),
-        })
-        .collect();
+    runs.extend((0..desc_slots as u64).map(|j| Run {
+        stamp: AtomicU64::new(never_matches(j)),
+        lens: AtomicU64::new(0),
+    }));
     let shared = Arc::new(Shared {
-        tail: CachePadded::new(AtomicUsize::new(0)),
-        head: CachePadded::new(AtomicUsize::new(0)),
+        tail: CachePadded::new(AtomicU64::new(start)),
+        head: CachePadded::new(AtomicU64::new(start)),
         cold: CachePadded::new(Cold {
             producers: AtomicUsize::new(1),
             consumer_gone: AtomicBool::new(false),
-            final_valid_end: AtomicUsize::new(0),
-            final_run_end: AtomicUsize::new(0),
+            final_valid_end: AtomicU64::new(start),
+            final_run_end: AtomicU64::new(start),
         }),
         buf,
-        runs,
+        runs: runs.into_boxed_slice(),
         slots,
+        desc_mask: desc_slots - 1,
         tracker: AccessTracker::new(slots),
         _owns: PhantomData,
     });
     let producer = Producer {
         shared: Arc::clone(&shared),
-        cached_head: 0,
+        cached_head: start,
     };
     let consumer = Consumer {
         shared,
-        head: 0,
-        valid_end: 0,
-        run_end: 0,
+        head: start,
+        valid_end: start,
+        run_end: start,
     };
     Ok((producer, consumer))
 }
 
-/// Descriptor of a published run, stored at the run's first slot.
+/// Descriptor of a published run, stored at the run's first index.
 struct Run {
-    /// The run's start index once published (full width: a stale stamp from an earlier lap
-    /// never matches).
-    stamp: AtomicUsize,
+    /// The run's start index once published. The consumer clears it (to a value that
+    /// matches no index at this descriptor) when it takes the run, so a stamp left from an
+    /// earlier lap never matches, however many times the indices wrap.
+    stamp: AtomicU64,
     /// `(len << 32) | valid`: slots in the run, and how many of them (from the start) hold
     /// items.
     lens: AtomicU64,
@@ -176,19 +219,22 @@ struct Cold {
     consumer_gone: AtomicBool,
     /// The consumer's position in a partly consumed run, left by its Drop for the final
     /// drop of leftovers.
-    final_valid_end: AtomicUsize,
-    final_run_end: AtomicUsize,
+    final_valid_end: AtomicU64,
+    final_run_end: AtomicU64,
 }
 
 struct Shared<T> {
-    /// Next index to reserve. CAS by producers.
-    tail: CachePadded<AtomicUsize>,
+    /// Next index to reserve. CAS by producers. 64 bits on every target: see "Index wrap"
+    /// in the module docs.
+    tail: CachePadded<AtomicU64>,
     /// Next index to consume. Written by the consumer only.
-    head: CachePadded<AtomicUsize>,
+    head: CachePadded<AtomicU64>,
     cold: CachePadded<Cold>,
     buf: *mut MaybeUninit<T>,
     runs: Box<[Run]>,
     slots: usize,
+    /// `runs.len() - 1` (the descriptor array has at least two entries).
+    desc_mask: usize,
     tracker: AccessTracker,
     _owns: PhantomData<T>,
 }
@@ -206,17 +252,29 @@ impl<T> Shared<T> {
         self.slots - 1
     }
 
+    /// The slot number of `index` (the truncation to `usize` keeps the low bits, which is
+    /// all the mask uses).
     #[inline(always)]
-    fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
-        // SAFETY: `index & mask` is below the slot count: in bounds of the allocation.
-        unsafe { self.buf.add(index & self.mask()) }
+    fn pos(&self, index: u64) -> usize {
+        index as usize & self.mask()
+    }
+
+    #[inline(always)]
+    fn slot(&self, index: u64) -> *mut MaybeUninit<T> {
+        // SAFETY: `pos` is below the slot count: in bounds of the allocation.
+        unsafe { self.buf.add(self.pos(index)) }
+    }
+
+    #[inline(always)]
+    fn desc(&self, index: u64) -> &Run {
+        &self.runs[index as usize & self.desc_mask]
     }
 
     /// The published run starting at `index`, as `(len, valid)`, or `None` if it is not
     /// published yet.
     #[inline(always)]
-    fn run_at(&self, index: usize) -> Option<(usize, usize)> {
-        let r = &self.runs[index & self.mask()];
+    fn run_at(&self, index: u64) -> Option<(usize, usize)> {
+        let r = self.desc(index);
         // Acquire: pairs with the producer's Release stamp store in `publish`, making its
         // item writes and the `lens` store visible.
         if r.stamp.load(Ordering::Acquire) != index {
@@ -227,24 +285,56 @@ impl<T> Shared<T> {
         Some(((lens >> 32) as usize, (lens & 0xffff_ffff) as usize))
     }
 
-    /// Drops `[from, to)` in place.
+    /// The consumer has taken the run at `index`: its stamp must never match again.
+    #[inline(always)]
+    fn clear(&self, index: u64) {
+        // Relaxed: the next store to this descriptor is a producer's publication of a run
+        // it reserved after the consumer's later Release `head` store (which it read with
+        // Acquire), so this store is ordered before it.
+        self.desc(index)
+            .stamp
+            .store(never_matches(index), Ordering::Relaxed);
+    }
+
+    /// `n` slots from `start` as (at most) two in-bounds runs of the buffer, in ring order.
+    #[inline(always)]
+    fn runs_of(&self, start: u64, n: usize) -> (*mut [T], *mut [T]) {
+        debug_assert!(n <= self.slots);
+        let first = n.min(self.slots - self.pos(start));
+        (
+            ptr::slice_from_raw_parts_mut(self.slot(start).cast::<T>(), first),
+            ptr::slice_from_raw_parts_mut(self.buf.cast::<T>(), n - first),
+        )
+    }
+
+    /// Drops `[from, to)` in place (panic-safe: see `drop_runs`).
     ///
     /// # Safety
     ///
     /// Those slots hold published, unconsumed items that nobody else will read or drop.
-    unsafe fn drop_items(&self, from: usize, to: usize) {
-        let mut i = from;
-        while i != to {
-            self.tracker.write(i & self.mask());
-            // SAFETY: guaranteed by the caller.
-            unsafe { ptr::drop_in_place((*self.slot(i)).as_mut_ptr()) };
-            i = i.wrapping_add(1);
+    unsafe fn drop_items(&self, from: u64, to: u64) {
+        let n = to.wrapping_sub(from) as usize;
+        for k in 0..n as u64 {
+            self.tracker.write(self.pos(from.wrapping_add(k)));
         }
+        let (a, b) = self.runs_of(from, n);
+        // SAFETY: guaranteed by the caller; `runs_of` gives disjoint in-bounds runs.
+        unsafe { super::drop_runs(a, b) };
     }
 }
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
+        /// Frees the buffer last, also if an item's destructor panics.
+        struct FreeBuf<T>(*mut MaybeUninit<T>, usize);
+        impl<T> Drop for FreeBuf<T> {
+            fn drop(&mut self) {
+                // SAFETY: `buf` came from Box::into_raw of a boxed slice of `slots`
+                // elements in `with_start_index` and is freed only here.
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.0, self.1)) });
+            }
+        }
+        let _free = FreeBuf(self.buf, self.slots);
         // Last Arc: every producer and the consumer are gone. The consumer left its
         // position; drop the rest of its current run, then every published run after it.
         let head = self.head.load(Ordering::Relaxed);
@@ -252,7 +342,7 @@ impl<T> Drop for Shared<T> {
         let mut i = self.cold.final_run_end.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Relaxed);
         debug_assert!(
-            valid_end.wrapping_sub(head) <= self.slots,
+            valid_end.wrapping_sub(head) <= self.slots as u64,
             "consumer state corrupt"
         );
         // SAFETY: [head, valid_end) are the unconsumed items of the consumer's current run.
@@ -265,12 +355,9 @@ impl<T> Drop for Shared<T> {
             };
             // SAFETY: the run is published and was never consumed (it lies past the
             // consumer's final position).
-            unsafe { self.drop_items(i, i.wrapping_add(valid)) };
-            i = i.wrapping_add(len);
+            unsafe { self.drop_items(i, i.wrapping_add(valid as u64)) };
+            i = i.wrapping_add(len as u64);
         }
-        // SAFETY: `buf` came from Box::into_raw of a boxed slice of `slots` elements in
-        // `channel` and is freed only here.
-        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.buf, self.slots)) });
     }
 }
 
@@ -284,7 +371,7 @@ impl<T> Drop for Shared<T> {
 pub struct Producer<T> {
     shared: Arc<Shared<T>>,
     /// Last value of `head` this handle read.
-    cached_head: usize,
+    cached_head: u64,
 }
 
 impl<T> Clone for Producer<T> {
@@ -311,13 +398,19 @@ impl<T> Producer<T> {
     /// Reserves up to `want` slots with one successful CAS on `tail`; returns the start
     /// index and the number reserved (0 if the ring is full).
     #[inline]
-    fn reserve(&mut self, want: usize, all_or_nothing: bool) -> (usize, usize) {
-        let cap = self.shared.slots;
+    fn reserve(&mut self, want: usize, all_or_nothing: bool) -> (u64, usize) {
+        let cap = self.shared.slots as u64;
+        let want64 = want.min(self.shared.slots) as u64;
+        if all_or_nothing && want as u64 > cap {
+            // Can never fit; nothing to reserve (and no shared line to touch).
+            // Relaxed: the returned index is not used when nothing is reserved.
+            return (self.shared.tail.load(Ordering::Relaxed), 0);
+        }
         // Relaxed: the CAS below validates the value; nothing is read through it.
         let mut tail = self.shared.tail.load(Ordering::Relaxed);
         loop {
             let mut used = tail.wrapping_sub(self.cached_head);
-            if used > cap || cap - used < want {
+            if used > cap || cap - used < want64 {
                 // The cached head says too little is free (or is older than this tail
                 // snapshot allows): refresh it. Acquire: pairs with the consumer's Release
                 // head store, so its reads of the freed slots happen before we reuse them.
@@ -330,8 +423,8 @@ impl<T> Producer<T> {
                 }
             }
             let free = cap - used;
-            let n = want.min(free);
-            if n == 0 || (all_or_nothing && n < want) {
+            let n = want64.min(free);
+            if n == 0 || (all_or_nothing && n < want64) {
                 return (tail, 0);
             }
             // Relaxed on both outcomes: the reservation only claims indices; the items are
@@ -342,7 +435,7 @@ impl<T> Producer<T> {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return (tail, n),
+                Ok(_) => return (tail, n as usize),
                 Err(t) => tail = t,
             }
         }
@@ -350,9 +443,9 @@ impl<T> Producer<T> {
 
     /// Publishes the run `[start, start + len)` whose first `valid` slots hold items.
     #[inline(always)]
-    fn publish(&self, start: usize, len: usize, valid: usize) {
+    fn publish(&self, start: u64, len: usize, valid: usize) {
         debug_assert!(valid <= len && len <= MAX_SLOTS);
-        let r = &self.shared.runs[start & self.shared.mask()];
+        let r = self.shared.desc(start);
         // Relaxed: published by the Release stamp store just after.
         r.lens
             .store(((len as u64) << 32) | valid as u64, Ordering::Relaxed);
@@ -373,7 +466,7 @@ impl<T> Producer<T> {
         if n == 0 {
             return Err(value);
         }
-        self.shared.tracker.write(start & self.shared.mask());
+        self.shared.tracker.write(self.shared.pos(start));
         // SAFETY: the slot was reserved by this handle's CAS and released by the consumer
         // (checked against `head`), so no one else reads or writes it until published.
         unsafe { (*self.shared.slot(start)).write(value) };
@@ -400,6 +493,7 @@ impl<T> Producer<T> {
             producer: self,
             start,
             len,
+            written: 0,
             committed: false,
         }
     }
@@ -444,6 +538,7 @@ impl<T> Producer<T> {
             producer: self,
             start,
             len: n,
+            written: 0,
             committed: false,
         };
         c.copy_from(items);
@@ -498,6 +593,7 @@ impl<T> Producer<T> {
             producer: self,
             start,
             len: got,
+            written: 0,
             committed: false,
         }
         .fill_from_iter(&mut iter.take(n));
@@ -562,7 +658,7 @@ fn ring_len<T>(shared: &Shared<T>) -> usize {
     // snapshot). Load head first so that tail - head never underflows.
     let head = shared.head.load(Ordering::Acquire);
     let tail = shared.tail.load(Ordering::Relaxed);
-    tail.wrapping_sub(head).min(shared.slots)
+    tail.wrapping_sub(head).min(shared.slots as u64) as usize
 }
 
 impl<T> fmt::Debug for Producer<T> {
@@ -579,7 +675,8 @@ impl<T> fmt::Debug for Producer<T> {
 /// Dropping the chunk publishes the reservation with no items (the consumer skips it);
 /// values written and not committed are not dropped (as with any `MaybeUninit`).
 /// Leaking the chunk (`mem::forget`) leaves the reservation unpublished forever: the
-/// consumer stops there.
+/// consumer stops there, and a drain loop waiting for `is_abandoned() && is_empty()`
+/// never ends (the leaked reservation still counts in `len`).
 ///
 /// ```
 /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
@@ -588,8 +685,10 @@ impl<T> fmt::Debug for Producer<T> {
 /// ```
 pub struct WriteChunk<'a, T> {
     producer: &'a mut Producer<T>,
-    start: usize,
+    start: u64,
     len: usize,
+    /// Slots `fill_from_iter` has initialised so far: published by `Drop` if it unwinds.
+    written: usize,
     committed: bool,
 }
 
@@ -624,11 +723,10 @@ impl<T> WriteChunk<'_, T> {
     /// ```
     pub fn as_mut_slices(&mut self) -> (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) {
         let sh = &*self.producer.shared;
-        let mask = sh.mask();
-        for k in 0..self.len {
-            sh.tracker.write(self.start.wrapping_add(k) & mask);
+        for k in 0..self.len as u64 {
+            sh.tracker.write(sh.pos(self.start.wrapping_add(k)));
         }
-        let first = self.len.min(sh.slots - (self.start & mask));
+        let first = self.len.min(sh.slots - sh.pos(self.start));
         // SAFETY: the `len` slots from `start` were reserved by this handle's CAS and are
         // free; the two runs are disjoint and in bounds, borrowed through `&mut self`.
         unsafe {
@@ -689,7 +787,8 @@ impl<T> WriteChunk<'_, T> {
     }
 
     /// Moves items from `iter` into the reserved slots until either runs out, publishes
-    /// the reservation, and returns how many items it holds.
+    /// the reservation, and returns how many items it holds. If `iter.next()` panics, the
+    /// items moved in before it are published (none is leaked or dropped twice).
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(4).unwrap();
@@ -698,16 +797,17 @@ impl<T> WriteChunk<'_, T> {
     /// assert_eq!(rx.pop().as_deref(), Some("x"));
     /// ```
     pub fn fill_from_iter<I: Iterator<Item = T>>(mut self, iter: &mut I) -> usize {
-        let sh = &*self.producer.shared;
-        let mut n = 0;
-        while n < self.len {
+        while self.written < self.len {
             let Some(v) = iter.next() else { break };
-            let index = self.start.wrapping_add(n);
-            sh.tracker.write(index & sh.mask());
-            // SAFETY: a reserved, free slot (n < len).
+            let sh = &*self.producer.shared;
+            let index = self.start.wrapping_add(self.written as u64);
+            sh.tracker.write(sh.pos(index));
+            // SAFETY: a reserved, free slot (written < len); counted right after, so
+            // `Drop` publishes only initialised slots if a later `next()` unwinds.
             unsafe { (*sh.slot(index)).write(v) };
-            n += 1;
+            self.written += 1;
         }
+        let n = self.written;
         self.finish(n);
         n
     }
@@ -715,8 +815,10 @@ impl<T> WriteChunk<'_, T> {
 
 impl<T> Drop for WriteChunk<'_, T> {
     fn drop(&mut self) {
-        // An uncommitted reservation is published empty so the consumer can pass it.
-        self.finish(0);
+        // An uncommitted reservation is published with what `fill_from_iter` wrote (none
+        // for a chunk filled by hand) so the consumer can pass it.
+        let n = self.written;
+        self.finish(n);
     }
 }
 
@@ -740,11 +842,11 @@ impl<T> fmt::Debug for WriteChunk<'_, T> {
 pub struct Consumer<T> {
     shared: Arc<Shared<T>>,
     /// Next index to consume.
-    head: usize,
+    head: u64,
     /// End of the items of the current run (`head <= valid_end`).
-    valid_end: usize,
+    valid_end: u64,
     /// End of the current run (`valid_end <= run_end`).
-    run_end: usize,
+    run_end: u64,
 }
 
 impl<T> Consumer<T> {
@@ -753,7 +855,7 @@ impl<T> Consumer<T> {
     #[inline]
     fn ready(&mut self) -> usize {
         if self.head != self.valid_end {
-            return self.valid_end - self.head;
+            return self.valid_end.wrapping_sub(self.head) as usize;
         }
         loop {
             if self.head != self.run_end {
@@ -764,8 +866,9 @@ impl<T> Consumer<T> {
             }
             match self.shared.run_at(self.head) {
                 Some((len, valid)) => {
-                    self.valid_end = self.head.wrapping_add(valid);
-                    self.run_end = self.head.wrapping_add(len);
+                    self.shared.clear(self.head);
+                    self.valid_end = self.head.wrapping_add(valid as u64);
+                    self.run_end = self.head.wrapping_add(len as u64);
                     if valid > 0 {
                         return valid;
                     }
@@ -775,10 +878,45 @@ impl<T> Consumer<T> {
         }
     }
 
+    /// Like `ready`, but also merges the published runs that follow a current run without
+    /// holes into it, until `want` items are contiguous from `head` or a run with holes (or
+    /// none) comes next: the items from `head` are then one contiguous stretch.
+    fn ready_contiguous(&mut self, want: usize) -> usize {
+        let mut n = self.ready();
+        while n < want && n > 0 && self.valid_end == self.run_end {
+            let Some((len, valid)) = self.shared.run_at(self.run_end) else {
+                break;
+            };
+            self.shared.clear(self.run_end);
+            self.valid_end = self.run_end.wrapping_add(valid as u64);
+            self.run_end = self.run_end.wrapping_add(len as u64);
+            n += valid;
+        }
+        n
+    }
+
+    /// Items published and ready from `head`, across runs, counting up to `want` (reads
+    /// descriptors, takes nothing).
+    fn available(&mut self, want: usize) -> usize {
+        let mut n = self.ready();
+        let mut at = self.run_end;
+        while n < want {
+            match self.shared.run_at(at) {
+                Some((len, valid)) => {
+                    n += valid;
+                    at = at.wrapping_add(len as u64);
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
     #[inline(always)]
     fn release(&self) {
         // Release: pairs with the producers' Acquire head load in `reserve`, so this end's
-        // reads of the freed slots happen before they are reused.
+        // reads of the freed slots (and its clearing of their descriptors) happen before
+        // they are reused.
         self.shared.head.store(self.head, Ordering::Release);
     }
 
@@ -796,7 +934,7 @@ impl<T> Consumer<T> {
             return None;
         }
         let sh = &*self.shared;
-        sh.tracker.read(self.head & sh.mask());
+        sh.tracker.read(sh.pos(self.head));
         // SAFETY: `head` is inside a published run's items (`ready`), not yet consumed;
         // the item is moved out once and `head` passes it.
         let v = unsafe { (*sh.slot(self.head)).assume_init_read() };
@@ -817,35 +955,51 @@ impl<T> Consumer<T> {
             return None;
         }
         let sh = &*self.shared;
-        sh.tracker.read(self.head & sh.mask());
+        sh.tracker.read(sh.pos(self.head));
         // SAFETY: a published, unconsumed item that stays while `self` is borrowed.
         Some(unsafe { (*sh.slot(self.head)).assume_init_ref() })
     }
 
     /// Moves up to `max` items out through `f`, in order, crossing runs; publishes `head`
-    /// once at the end.
+    /// once at the end (or when `f` unwinds: every item handed to `f` counts as taken).
     #[inline]
     fn take_into(&mut self, max: usize, mut f: impl FnMut(usize, T)) -> usize {
-        let mut n = 0;
-        while n < max {
-            let ready = self.ready().min(max - n);
+        /// Publishes `head` when it goes out of scope, if anything was taken.
+        struct Publish<'a, T> {
+            consumer: &'a mut Consumer<T>,
+            n: usize,
+        }
+        impl<T> Drop for Publish<'_, T> {
+            fn drop(&mut self) {
+                if self.n > 0 {
+                    self.consumer.release();
+                }
+            }
+        }
+        let mut g = Publish {
+            consumer: self,
+            n: 0,
+        };
+        while g.n < max {
+            let ready = g.consumer.ready().min(max - g.n);
             if ready == 0 {
                 break;
             }
-            let sh = &*self.shared;
-            for k in 0..ready {
-                let index = self.head.wrapping_add(k);
-                sh.tracker.read(index & sh.mask());
-                // SAFETY: within the current run's published items, each read once.
-                f(n + k, unsafe { (*sh.slot(index)).assume_init_read() });
+            for _ in 0..ready {
+                let c = &mut *g.consumer;
+                let sh = &*c.shared;
+                let index = c.head;
+                sh.tracker.read(sh.pos(index));
+                // SAFETY: within the current run's published items, each read once:
+                // `head` passes it before `f` runs, so an unwinding `f` leaves it taken.
+                let v = unsafe { (*sh.slot(index)).assume_init_read() };
+                c.head = index.wrapping_add(1);
+                let i = g.n;
+                g.n += 1;
+                f(i, v);
             }
-            self.head = self.head.wrapping_add(ready);
-            n += ready;
         }
-        if n > 0 {
-            self.release();
-        }
-        n
+        g.n
     }
 
     /// Burst: copies up to `out.len()` published items into `out`, crossing runs, and
@@ -869,6 +1023,29 @@ impl<T> Consumer<T> {
         self.take_into(max, |i, v| out[i] = v)
     }
 
+    /// Bulk: fills all of `out` and returns `true`, or takes nothing and returns `false` if
+    /// fewer than `out.len()` published items are ready (across runs).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(8).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// let mut out = [0; 3];
+    /// assert!(!rx.pop_bulk(&mut out));
+    /// assert!(rx.pop_bulk(&mut out[..2]));
+    /// assert_eq!(out[..2], [1, 2]);
+    /// ```
+    pub fn pop_bulk(&mut self, out: &mut [T]) -> bool
+    where
+        T: Copy,
+    {
+        if self.available(out.len()) < out.len() {
+            return false;
+        }
+        let n = self.pop_burst(out);
+        debug_assert_eq!(n, out.len());
+        true
+    }
+
     /// Burst into a `Vec`: moves up to `max` published items onto `out`; returns how many.
     ///
     /// ```
@@ -881,6 +1058,51 @@ impl<T> Consumer<T> {
         // Reserve what is known ready now (more may become ready while taking).
         out.reserve(self.ready().min(max));
         self.take_into(max, |_, v| out.push(v))
+    }
+
+    /// Bulk into a `Vec`: moves exactly `n` items onto `out` and returns `true`, or takes
+    /// nothing and returns `false` if fewer are ready.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(4).unwrap();
+    /// tx.push("a".into()).unwrap();
+    /// let mut v = Vec::new();
+    /// assert!(!rx.pop_bulk_into(&mut v, 2));
+    /// assert!(rx.pop_bulk_into(&mut v, 1));
+    /// assert_eq!(v, ["a"]);
+    /// ```
+    pub fn pop_bulk_into(&mut self, out: &mut Vec<T>, n: usize) -> bool {
+        if self.available(n) < n {
+            return false;
+        }
+        out.reserve(n);
+        let got = self.take_into(n, |_, v| out.push(v));
+        debug_assert_eq!(got, n);
+        true
+    }
+
+    /// Lends up to `n` published items in place, in order (fewer if fewer are ready;
+    /// possibly none). The chunk is one contiguous stretch of the ring, so it ends early at
+    /// a run that a producer left partly empty (a later call continues after it). Nothing
+    /// is released to the producers until [`ReadChunk::commit`].
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(8).unwrap();
+    /// let mut tx2 = tx.clone();
+    /// tx.push_burst(&[1, 2]);
+    /// tx2.push_burst(&[3]);
+    /// let chunk = rx.read_chunk(8);
+    /// let (a, b) = chunk.as_slices();
+    /// assert_eq!(a.iter().chain(b).sum::<u32>(), 6);
+    /// chunk.commit_all();
+    /// assert!(rx.pop().is_none());
+    /// ```
+    pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T> {
+        let len = self.ready_contiguous(n).min(n);
+        ReadChunk {
+            consumer: self,
+            len,
+        }
     }
 
     /// Slots the ring has.
@@ -925,7 +1147,8 @@ impl<T> Consumer<T> {
     }
 
     /// Whether every producer handle has been dropped: what is in the ring now is all there
-    /// will be.
+    /// will be, except for a reservation leaked with `mem::forget`, which stays in `len`
+    /// forever (a drain loop on `is_abandoned() && is_empty()` then never ends: bound it).
     ///
     /// ```
     /// let (tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
@@ -953,6 +1176,160 @@ impl<T> Drop for Consumer<T> {
         self.release();
         // Release: pairs with the producers' Acquire in `is_abandoned`.
         cold.consumer_gone.store(true, Ordering::Release);
+    }
+}
+
+/// Published items lent in place by [`Consumer::read_chunk`], released by `commit`.
+///
+/// Dropping a chunk without committing releases nothing: the items stay in the ring, and
+/// the next read sees them again.
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
+/// tx.push_burst(&[1, 2]);
+/// let c = rx.read_chunk(4);
+/// assert_eq!(c.len(), 2);
+/// c.commit(1);
+/// assert_eq!(rx.pop(), Some(2));
+/// ```
+pub struct ReadChunk<'a, T> {
+    consumer: &'a mut Consumer<T>,
+    len: usize,
+}
+
+impl<T> ReadChunk<'_, T> {
+    /// Items lent (at most the `n` asked for).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.read_chunk(3).len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no item was ready.
+    ///
+    /// ```
+    /// let (_tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert!(rx.read_chunk(3).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn raw_runs(&self) -> (*mut [T], *mut [T]) {
+        let c = &*self.consumer;
+        let sh = &*c.shared;
+        for k in 0..self.len as u64 {
+            sh.tracker.read(sh.pos(c.head.wrapping_add(k)));
+        }
+        sh.runs_of(c.head, self.len)
+    }
+
+    /// The lent items as (at most) two runs in ring order.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(2).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// rx.pop();
+    /// tx.push(3).unwrap(); // wraps
+    /// let c = rx.read_chunk(2);
+    /// assert_eq!(c.as_slices(), (&[2][..], &[3][..]));
+    /// ```
+    pub fn as_slices(&self) -> (&[T], &[T]) {
+        let (a, b) = self.raw_runs();
+        // SAFETY: the `len` slots from `head` hold published, initialised items of runs
+        // the consumer took (Acquire in `run_at`) that no producer touches until they are
+        // released; the runs are disjoint and in bounds, borrowed for the chunk's lifetime.
+        unsafe { (&*a, &*b) }
+    }
+
+    /// The lent items as mutable runs, to modify packets in place before releasing them
+    /// (or before dropping the chunk, which leaves them in the ring, modified).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(2).unwrap();
+    /// tx.push(1).unwrap();
+    /// rx.read_chunk(1).as_mut_slices().0[0] = 9;
+    /// assert_eq!(rx.pop(), Some(9));
+    /// ```
+    pub fn as_mut_slices(&mut self) -> (&mut [T], &mut [T]) {
+        let (a, b) = self.raw_runs();
+        // SAFETY: as in `as_slices`, and `&mut self` makes the borrow exclusive.
+        unsafe { (&mut *a, &mut *b) }
+    }
+
+    /// Drops the first `k` lent items in place and releases their slots to the producers
+    /// with one index store. If an item's `Drop` panics, the other items are still dropped
+    /// and all `k` are released (none is ever seen or dropped again).
+    ///
+    /// # Panics
+    ///
+    /// If `k > self.len()`.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2, 3]);
+    /// rx.read_chunk(3).commit(2);
+    /// assert_eq!(rx.pop(), Some(3));
+    /// ```
+    pub fn commit(self, k: usize) {
+        assert!(
+            k <= self.len,
+            "ReadChunk::commit({k}) but only {} items were lent",
+            self.len
+        );
+        /// Passes and releases the items when it goes out of scope: after their
+        /// destructors ran, or while unwinding from one that panicked.
+        struct Release<'a, T> {
+            consumer: &'a mut Consumer<T>,
+            n: usize,
+        }
+        impl<T> Drop for Release<'_, T> {
+            fn drop(&mut self) {
+                let c = &mut *self.consumer;
+                c.head = c.head.wrapping_add(self.n as u64);
+                c.release();
+            }
+        }
+        let sh = &*self.consumer.shared;
+        for i in 0..k as u64 {
+            sh.tracker.write(sh.pos(self.consumer.head.wrapping_add(i)));
+        }
+        let (a, b) = sh.runs_of(self.consumer.head, k);
+        let _release = Release {
+            consumer: self.consumer,
+            n: k,
+        };
+        if core::mem::needs_drop::<T>() {
+            // SAFETY: the k slots from `head` hold published items lent to this chunk (two
+            // disjoint in-bounds runs); `_release` passes them after the drops, also on
+            // unwind, so each is dropped exactly once and reused only after.
+            unsafe { super::drop_runs(a, b) };
+        }
+    }
+
+    /// Drops all lent items and releases their slots.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// rx.read_chunk(4).commit_all();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn commit_all(self) {
+        let n = self.len;
+        self.commit(n);
+    }
+}
+
+impl<T> fmt::Debug for ReadChunk<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("mpsc::ReadChunk")
+            .field("len", &self.len)
+            .finish()
     }
 }
 

@@ -86,9 +86,13 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
     with_start_index(capacity, 0)
 }
 
-/// As [`channel`], with both indices starting at `start` (tests start just below the wrap
-/// point of the `usize` counters).
-pub(crate) fn with_start_index<T>(
+/// **Testing only, not for production:** as [`channel`], with both free-running indices
+/// starting at `start`, so that tests (this crate's and outside suites) can start a ring
+/// just below the wrap point of its `usize` counters, e.g. `usize::MAX - 3`. The ring
+/// behaves exactly as one that has moved `start` items. Hidden from the docs and outside
+/// any semver promise.
+#[doc(hidden)]
+pub fn with_start_index<T>(
     capacity: usize,
     start: usize,
 ) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
@@ -155,21 +159,34 @@ unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
+        /// Frees the buffer last, also if an item's destructor panics.
+        struct FreeBuf<T>(*mut MaybeUninit<T>, usize);
+        impl<T> Drop for FreeBuf<T> {
+            fn drop(&mut self) {
+                // SAFETY: `buf` came from `Box::into_raw` of a boxed slice of `slots`
+                // elements in `with_start_index` and is freed only here.
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.0, self.1)) });
+            }
+        }
+        let _free = FreeBuf(self.buf, self.slots);
         // Both ends are gone (this is the last Arc), so the indices are final.
         let head = self.head.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Relaxed);
+        let n = tail.wrapping_sub(head);
         let mask = self.slots - 1;
-        let mut i = head;
-        while i != tail {
-            self.tracker.write(i & mask);
-            // SAFETY: slots in [head, tail) hold initialised items that were published and
-            // not consumed; each is dropped once here and the buffer is freed right after.
-            unsafe { ptr::drop_in_place((*self.buf.add(i & mask)).as_mut_ptr()) };
-            i = i.wrapping_add(1);
+        for k in 0..n {
+            self.tracker.write(head.wrapping_add(k) & mask);
         }
-        // SAFETY: `buf` came from `Box::into_raw` of a boxed slice of `slots` elements in
-        // `with_start_index` and is freed only here.
-        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.buf, self.slots)) });
+        let (first, second) = runs(head, n, mask);
+        // SAFETY: slots in [head, tail) hold initialised items that were published and not
+        // consumed (at most `slots` of them, as two in-bounds runs); each is dropped once
+        // here and the buffer is freed right after, by `_free`.
+        unsafe {
+            super::drop_runs(
+                ptr::slice_from_raw_parts_mut(self.buf.add(head & mask).cast::<T>(), first),
+                ptr::slice_from_raw_parts_mut(self.buf.cast::<T>(), second),
+            )
+        };
     }
 }
 
@@ -577,7 +594,8 @@ impl<T> WriteChunk<'_, T> {
 
     /// Moves items from `iter` into the reserved slots, in order, until either runs out;
     /// publishes them and returns how many. The iterator is not advanced past the last item
-    /// stored.
+    /// stored. If `iter.next()` panics, the items moved in before it are published (the
+    /// consumer gets them; none is leaked or dropped twice).
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<String>(4).unwrap();
@@ -586,20 +604,33 @@ impl<T> WriteChunk<'_, T> {
     /// assert_eq!(rx.pop().as_deref(), Some("x"));
     /// ```
     pub fn fill_from_iter<I: Iterator<Item = T>>(self, iter: &mut I) -> usize {
-        let p = self.producer;
-        let mut n = 0;
-        while n < self.len {
-            let Some(v) = iter.next() else { break };
-            let index = p.tail.wrapping_add(n);
-            p.shared.tracker.write(index & p.mask);
-            // SAFETY: the slot is among the reserved free slots (n < len).
-            unsafe { (*p.slot(index)).write(v) };
-            n += 1;
+        /// Publishes the items moved in so far when it goes out of scope: at the end, or
+        /// if `iter.next()` panics (they are then consumed normally, never leaked).
+        struct Publish<'a, T> {
+            producer: &'a mut Producer<T>,
+            n: usize,
         }
-        // Publish once, after the loop: if `iter.next()` panics, nothing is published and
-        // the values already moved in are leaked, never exposed half-written.
-        p.publish(n);
-        n
+        impl<T> Drop for Publish<'_, T> {
+            fn drop(&mut self) {
+                self.producer.publish(self.n);
+            }
+        }
+        let len = self.len;
+        let mut g = Publish {
+            producer: self.producer,
+            n: 0,
+        };
+        while g.n < len {
+            let Some(v) = iter.next() else { break };
+            let p = &*g.producer;
+            let index = p.tail.wrapping_add(g.n);
+            p.shared.tracker.write(index & p.mask);
+            // SAFETY: the slot is among the reserved free slots (n < len); it is counted
+            // right after the write, so the guard publishes only initialised slots.
+            unsafe { (*p.slot(index)).write(v) };
+            g.n += 1;
+        }
+        g.n
     }
 }
 
@@ -1026,16 +1057,34 @@ impl<T> ReadChunk<'_, T> {
             self.len
         );
         let c = self.consumer;
-        if core::mem::needs_drop::<T>() {
-            for i in 0..k {
-                let index = c.head.wrapping_add(i);
-                c.shared.tracker.write(index & c.mask);
-                // SAFETY: the slot holds a published item that is dropped once here and
-                // released below, so it is never read or dropped again.
-                unsafe { ptr::drop_in_place((*c.slot(index)).as_mut_ptr()) };
+        if !core::mem::needs_drop::<T>() {
+            c.release(k);
+            return;
+        }
+        /// Releases the items when it goes out of scope: after their destructors ran, or
+        /// while unwinding from one that panicked. Either way every one of the `k` items
+        /// counts as consumed and is never read or dropped again.
+        struct Release<'a, T> {
+            consumer: &'a mut Consumer<T>,
+            n: usize,
+        }
+        impl<T> Drop for Release<'_, T> {
+            fn drop(&mut self) {
+                self.consumer.release(self.n);
             }
         }
-        c.release(k);
+        for i in 0..k {
+            c.shared.tracker.write(c.head.wrapping_add(i) & c.mask);
+        }
+        let (first, second) = runs(c.head, k, c.mask);
+        let a = ptr::slice_from_raw_parts_mut(c.slot(c.head).cast::<T>(), first);
+        let b = ptr::slice_from_raw_parts_mut(c.buf.cast::<T>(), second);
+        let _release = Release { consumer: c, n: k };
+        // SAFETY: the k slots from `head` hold published items lent to this chunk (two
+        // disjoint in-bounds runs); `_release` publishes them as consumed after the drops,
+        // also on unwind, so each is dropped exactly once and the producer reuses the slots
+        // only after.
+        unsafe { super::drop_runs(a, b) };
     }
 
     /// Drops all lent items and releases their slots.

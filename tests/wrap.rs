@@ -1,0 +1,145 @@
+//! Index wrap: both rings started just below the wrap point of their counters (`usize` for
+//! SPSC, `u64` for MPSC) through the test-only `with_start_index` constructors, and the
+//! MPSC ring driven through more than 2^32 indices (a whole 32-bit wrap) by dropped empty
+//! chunks while a cloned producer stays idle.
+//!
+//! CI runs this file natively and under Miri for `i686-unknown-linux-gnu` (32-bit `usize`).
+//! Regression tests for issue 9, items 2 to 4.
+#![cfg(not(loom))]
+
+use flowline::fifo::{mpsc, spsc};
+
+/// A value whose drops are counted, so a double drop or a stale read shows.
+#[derive(Debug)]
+struct Token(u64, std::rc::Rc<std::cell::Cell<u64>>);
+impl Drop for Token {
+    fn drop(&mut self) {
+        self.1.set(self.1.get() + 1);
+    }
+}
+
+#[test]
+fn spsc_runs_straddling_the_usize_wrap() {
+    for start in [usize::MAX - 2, usize::MAX, 0usize.wrapping_sub(5)] {
+        let drops = std::rc::Rc::new(std::cell::Cell::new(0));
+        let (mut tx, mut rx) = spsc::with_start_index::<Token>(4, start).unwrap();
+        let mut next = 0u64;
+        let mut expect = 0u64;
+        for round in 0..12 {
+            while !tx.is_full() {
+                tx.push(Token(next, drops.clone())).unwrap();
+                next += 1;
+            }
+            assert_eq!(tx.len(), 4);
+            let take = 1 + round % 4;
+            let c = rx.read_chunk(take);
+            let (a, b) = c.as_slices();
+            for t in a.iter().chain(b) {
+                assert_eq!(t.0, expect);
+                expect += 1;
+            }
+            c.commit_all();
+        }
+        drop((tx, rx));
+        assert_eq!(drops.get(), next, "every item dropped exactly once");
+    }
+}
+
+#[test]
+fn mpsc_runs_straddling_the_u64_wrap() {
+    // A run of 4 from u64::MAX - 1 covers MAX-1, MAX, 0, 1: the consumer's `valid_end - head`
+    // must wrap (item 4: it overflowed, a debug panic).
+    let drops = std::rc::Rc::new(std::cell::Cell::new(0));
+    let (mut tx, mut rx) = mpsc::with_start_index::<Token>(4, u64::MAX - 1).unwrap();
+    let mut tx2 = tx.clone();
+    let mut next = 0u64;
+    let mut expect = 0u64;
+    for round in 0..16 {
+        let items: Vec<Token> = (0..4).map(|i| Token(next + i, drops.clone())).collect();
+        let p = if round % 2 == 0 { &mut tx } else { &mut tx2 };
+        assert!(p.push_bulk_iter(items).is_ok(), "round {round}");
+        next += 4;
+        assert_eq!(rx.pop().map(|t| t.0), Some(expect));
+        expect += 1;
+        let c = rx.read_chunk(2);
+        assert_eq!(c.len(), 2);
+        let (a, b) = c.as_slices();
+        assert_eq!(
+            a.iter().chain(b).map(|t| t.0).collect::<Vec<_>>(),
+            [expect, expect + 1]
+        );
+        c.commit_all();
+        expect += 2;
+        let mut v = Vec::new();
+        assert!(rx.pop_bulk_into(&mut v, 1));
+        assert_eq!(v[0].0, expect);
+        expect += 1;
+    }
+    drop((tx, tx2, rx));
+    assert_eq!(drops.get(), next);
+}
+
+const CAP: usize = 1 << 16;
+/// Dropped chunks of CAP that move the tail by 2^32 - CAP.
+const LAP_CHUNKS: u64 = (1u64 << 32) / CAP as u64 - 1;
+
+/// Item 2: a descriptor whose stamp was written 2^32 indices ago (here: by the one push at
+/// `start`) must not be taken for a new run when the consumer reaches `start + 2^32`
+/// before anything is published there. On 32-bit targets the first version compared
+/// 32-bit stamps and handed out the consumed item again (use after free under Miri).
+#[test]
+fn stale_descriptor_stamp_after_a_whole_32_bit_lap() {
+    for start in [0u64, u64::MAX - (1 << 31)] {
+        let drops = std::rc::Rc::new(std::cell::Cell::new(0));
+        let (mut tx, mut rx) = mpsc::with_start_index::<Token>(CAP, start).unwrap();
+        assert!(tx.push(Token(7, drops.clone())).is_ok());
+        assert_eq!(rx.pop().map(|t| t.0), Some(7));
+        for _ in 0..LAP_CHUNKS {
+            drop(tx.write_chunk(CAP)); // published empty: CAP indices, no items
+            assert!(rx.pop().is_none());
+        }
+        drop(tx.write_chunk(CAP - 1));
+        // head is now start + 2^32: nothing was published there in this lap.
+        assert!(
+            rx.pop().is_none(),
+            "the consumer took a run from the last lap"
+        );
+        assert!(tx.push(Token(8, drops.clone())).is_ok());
+        assert_eq!(rx.pop().map(|t| t.0), Some(8));
+        drop((tx, rx));
+        assert_eq!(drops.get(), 2);
+    }
+}
+
+/// Item 3: a cloned producer stays idle while the other moves the tail by exactly 2^32
+/// (dropped empty chunks, then live items up to one free slot). The idle producer's cached
+/// view of the consumer's index is then a whole 32-bit lap old: its bulk push of 2 must
+/// fail. On 32-bit targets the first version let it overwrite unconsumed items.
+#[test]
+fn idle_producer_after_a_whole_32_bit_lap() {
+    for start in [0u64, u64::MAX - (1 << 31)] {
+        let (mut busy, mut rx) = mpsc::with_start_index::<u64>(CAP, start).unwrap();
+        let mut idle = busy.clone();
+        // The idle handle's cached head is `start`.
+        assert!(idle.push(0).is_ok());
+        assert_eq!(rx.pop(), Some(0));
+        for _ in 0..LAP_CHUNKS {
+            drop(busy.write_chunk(CAP));
+            assert!(rx.pop().is_none());
+        }
+        // Live items up to one free slot: the tail is now start + 2^32.
+        let fill: Vec<u64> = (1..CAP as u64).collect();
+        assert!(busy.push_bulk(&fill));
+        assert_eq!(busy.free(), 1);
+        assert!(
+            !idle.push_bulk(&[9000, 9001]),
+            "bulk push of 2 into a ring with 1 free slot succeeded"
+        );
+        assert!(idle.push(CAP as u64).is_ok());
+        assert!(idle.push(0).is_err());
+        let mut got = Vec::new();
+        assert_eq!(rx.pop_burst_into(&mut got, 2 * CAP), CAP);
+        assert!(got.into_iter().eq(1..=CAP as u64));
+        assert!(rx.pop().is_none());
+    }
+}
