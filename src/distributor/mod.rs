@@ -9,7 +9,8 @@
 //! 2. a tag with nothing in flight may move to another worker (the least loaded); a tag
 //!    with packets in flight never does;
 //! 3. every packet handed in comes back exactly once (returned, or counted as dropped by
-//!    an explicit worker decision), across flush, reschedule, workers leaving and
+//!    an explicit worker decision, or as lost when a worker's handle was dropped without
+//!    leaving while it held packets), across flush, reschedule, workers leaving and
 //!    re-joining, and when the last worker leaves (the distributor then gives the packets
 //!    back to the caller with [`NoWorkers`]);
 //! 4. a worker can **reschedule** a packet under a new tag: it is routed as the next packet
@@ -17,6 +18,12 @@
 //!    afterwards;
 //! 5. a stalled worker delays only the flows it holds: its credit runs out, packets of its
 //!    flows are left with the caller (backpressure), everything else keeps moving.
+//!
+//! Workers must hand packets back in the order they received them; the distributor checks
+//! that with one tag comparison per packet handed back and panics with a message naming the
+//! worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
+//! [`leave`](Worker::leave) (its thread panicked) leaves implicitly: what it never received
+//! is redistributed in order, what it held is counted as lost.
 //!
 //! # How it works
 //!
@@ -83,13 +90,14 @@ mod flows;
 mod worker;
 
 use core::fmt;
+use core::mem::ManuallyDrop;
 use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
-use crate::fifo::spsc;
+use crate::fifo::{spsc, CapacityError};
 use crate::sync::Backoff;
 
 use flows::{Flow, FlowTable, TagHasher};
@@ -115,12 +123,20 @@ pub const MAX_CREDIT: usize = 1 << 20;
 /// ```
 /// assert_eq!(flowline::distributor::DISTRIBUTOR_STATS[0], "accepted");
 /// ```
-pub const DISTRIBUTOR_STATS: [&str; 4] = ["accepted", "backpressured", "rescheduled", "dropped"];
+pub const DISTRIBUTOR_STATS: [&str; 5] = [
+    "accepted",
+    "backpressured",
+    "rescheduled",
+    "dropped",
+    "lost",
+];
 
 const ACCEPTED: usize = 0;
 const BACKPRESSURED: usize = 1;
 const RESCHEDULED: usize = 2;
 const DROPPED: usize = 3;
+/// Packets a worker held when its handle was dropped without `leave`.
+const LOST: usize = 4;
 
 /// Flow-table size past which idle flows are forgotten (bounded memory under churning
 /// tags).
@@ -172,6 +188,8 @@ pub enum ConfigError {
     TooManyWorkers(usize),
     /// `credit` is 0 or above [`MAX_CREDIT`].
     BadCredit(usize),
+    /// A worker's rings could not be allocated (the allocator refused).
+    AllocFailed(CapacityError),
 }
 
 impl fmt::Display for ConfigError {
@@ -190,6 +208,10 @@ impl fmt::Display for ConfigError {
                     "credit {c} is out of range: use 1 to {MAX_CREDIT} packets per worker"
                 )
             }
+            ConfigError::AllocFailed(e) => write!(
+                f,
+                "could not allocate a worker's rings ({e}): use fewer workers or a smaller credit"
+            ),
         }
     }
 }
@@ -319,6 +341,15 @@ struct Lane<T> {
     staged: Vec<T>,
     /// Packets a leaving worker handed back unprocessed, held until its leave marker.
     leaving: Vec<T>,
+    /// Tag of the packet sent at each position of this worker's stream (position `p` at
+    /// `p & tag_mask`), for the hand-back order check. Distributor-local, never shared.
+    tags: Box<[u64]>,
+    tag_mask: usize,
+    /// Position of the next hand-back to process (merging the done and control rings).
+    cursor: u64,
+    /// Set by the first packet handed back unprocessed: `completed` then stays put until
+    /// the leave marker, so the leaving worker's flows stay in flight until then.
+    frozen: bool,
     control: Arc<Control<T>>,
 }
 
@@ -327,6 +358,36 @@ impl<T> Lane<T> {
     fn outstanding(&self) -> u64 {
         self.sent - self.completed
     }
+
+    /// Stages `pkt` (tag `t`) for this worker at the next position of its stream.
+    #[inline(always)]
+    fn send(&mut self, pkt: T, t: u64) {
+        self.tags[self.sent as usize & self.tag_mask] = t;
+        self.sent += 1;
+        self.staged.push(pkt);
+    }
+
+    /// `n` more hand-backs processed; they complete packets unless a leave is under way.
+    #[inline(always)]
+    fn advance(&mut self, n: u64) {
+        self.cursor += n;
+        if !self.frozen {
+            self.completed += n;
+        }
+    }
+}
+
+/// The order check failed: a worker handed back, at position `at` of its stream, a packet
+/// whose tag is not the tag of the packet it received at that position.
+#[cold]
+#[inline(never)]
+fn misordered(worker: usize, at: u64, expected: u64, got: u64) -> ! {
+    panic!(
+        "distributor: worker {worker} handed back a packet out of order (position {at} of its \
+         stream: expected a packet of tag {expected:#x}, got tag {got:#x}). Workers must hand \
+         packets back (done, drop_packet, reschedule, leave) in the order they received them; \
+         otherwise a flow could run on two workers at once"
+    )
 }
 
 /// The distributor's end; see the [module documentation](self).
@@ -349,16 +410,17 @@ pub struct Distributor<T, F> {
     active: usize,
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
     scratch: Vec<T>,
-    stats: GroupHandle<4>,
-    stats_group: Arc<CounterGroup<4>>,
-    worker_stats: Arc<CounterGroup<4>>,
+    stats: GroupHandle<5>,
+    stats_group: Arc<CounterGroup<5>>,
+    worker_stats: Arc<CounterGroup<5>>,
 }
 
 /// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
 ///
 /// # Errors
 ///
-/// [`ConfigError`] for zero workers, more than [`MAX_WORKERS`], or a credit out of range.
+/// [`ConfigError`] for zero workers, more than [`MAX_WORKERS`], a credit out of range, or
+/// rings the allocator refuses ([`ConfigError::AllocFailed`], never an abort).
 ///
 /// ```
 /// use flowline::distributor::{self, Config, ConfigError};
@@ -384,19 +446,31 @@ where
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
-        let (tx, wrx) = spsc::channel(config.credit).expect("credit validated above");
+        let (tx, wrx) = spsc::channel(config.credit).map_err(ConfigError::AllocFailed)?;
+        let (wdone, done_rx) = spsc::channel(config.credit).map_err(ConfigError::AllocFailed)?;
         // One more slot than the credit for the leave marker.
-        let (wdone, done_rx) = spsc::channel(config.credit).expect("credit validated above");
-        let (wret, rx) = spsc::channel(config.credit + 1).expect("credit validated above");
+        let (wret, rx) = spsc::channel(config.credit + 1).map_err(ConfigError::AllocFailed)?;
+        let tag_slots = config.credit.next_power_of_two();
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(tag_slots).map_err(|_| {
+            ConfigError::AllocFailed(CapacityError::AllocFailed {
+                slots: tag_slots,
+                bytes: tag_slots * 8,
+            })
+        })?;
+        tags.resize(tag_slots, 0u64);
         let control = Arc::new(Control {
             parked: Mutex::new(None),
         });
         workers.push(Worker {
             id,
-            rx: wrx,
-            done: wdone,
-            ret: wret,
+            ends: ManuallyDrop::new(Parked {
+                rx: wrx,
+                done: wdone,
+                ret: wret,
+            }),
             held: 0,
+            handed: 0,
             control: Arc::clone(&control),
             stats: worker_stats.handle(),
         });
@@ -410,6 +484,10 @@ where
             completed: 0,
             staged: Vec::with_capacity(config.credit.min(1024)),
             leaving: Vec::new(),
+            tags: tags.into_boxed_slice(),
+            tag_mask: tag_slots - 1,
+            cursor: 0,
+            frozen: false,
             control,
         });
     }
@@ -471,8 +549,7 @@ where
                     }
                 }
                 let lane = &mut self.lanes[f.worker];
-                lane.sent += 1;
-                lane.staged.push(pkt);
+                lane.send(pkt, t);
                 f.last = lane.sent;
                 return Ok(());
             }
@@ -482,8 +559,7 @@ where
             },
         };
         let lane = &mut self.lanes[w];
-        lane.sent += 1;
-        lane.staged.push(pkt);
+        lane.send(pkt, t);
         self.flows.set(
             t,
             Flow {
@@ -511,8 +587,9 @@ where
     /// backlog packets left behind are added to `blocked`.
     fn route_backlog(&mut self) {
         for _ in 0..self.backlog.len() {
+            // Tag it while it is still in the backlog: if `tag` panics, nothing is lost.
+            let t = (self.tag)(self.backlog.front().expect("counted"));
             let p = self.backlog.pop_front().expect("counted");
-            let t = (self.tag)(&p);
             if !self.blocked.is_empty() && self.blocked.contains(&t) {
                 self.backlog.push_back(p);
                 continue;
@@ -524,46 +601,90 @@ where
         }
     }
 
-    /// Reads every worker's return ring: completions, returned packets, reschedules, leaves.
+    /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.
     fn poll_returns(&mut self) {
         for w in 0..self.lanes.len() {
-            let mut left = false;
-            let Self {
-                lanes,
-                returned,
-                backlog,
-                stats,
-                ..
-            } = self;
-            let lane = &mut lanes[w];
-            // Processed packets first (the common case: one burst, no per-entry dispatch).
-            lane.completed += lane.done_rx.pop_burst_into(returned, usize::MAX) as u64;
-            let completed = &mut lane.completed;
-            let leaving = &mut lane.leaving;
-            let n = lane.rx.pop_burst_with(usize::MAX, |r| match r {
-                Ret::Dropped => {
-                    *completed += 1;
+            self.poll_lane(w);
+        }
+    }
+
+    /// Reads worker `w`'s two return rings and merges them in the worker's order: control
+    /// entries carry their position, processed packets fill the positions between them.
+    /// Each processed (and unprocessed) packet's tag is checked against the tag sent at its
+    /// position.
+    fn poll_lane(&mut self, w: usize) {
+        let Self {
+            lanes,
+            returned,
+            backlog,
+            stats,
+            tag,
+            ..
+        } = self;
+        let lane = &mut lanes[w];
+        // Processed packets visible now. Read first: every control entry the worker posted
+        // before the last of them is visible to the reads of the control ring below.
+        let mut avail = lane.done_rx.refresh() as u64;
+        let mut left = false;
+        loop {
+            let next_at = lane.rx.peek().map(Ret::at);
+            let gap = next_at.map_or(avail, |a| (a - lane.cursor).min(avail));
+            if gap > 0 {
+                let start = returned.len();
+                let got = lane.done_rx.pop_burst_into(returned, gap as usize) as u64;
+                debug_assert_eq!(got, gap, "visible packets vanished");
+                let at = lane.cursor;
+                // Accounting first, then the user's `tag` (which may panic) for the check.
+                lane.advance(got);
+                avail -= got;
+                for (k, p) in returned[start..].iter().enumerate() {
+                    let pos = at + k as u64;
+                    let expected = lane.tags[pos as usize & lane.tag_mask];
+                    let t = tag(p);
+                    if t != expected {
+                        misordered(w, pos, expected, t);
+                    }
+                }
+            }
+            match next_at {
+                Some(a) if a == lane.cursor => {}
+                _ => break,
+            }
+            match lane.rx.pop().expect("peeked") {
+                Ret::Dropped { .. } => {
+                    lane.advance(1);
                     stats.add(DROPPED, 1);
                 }
-                Ret::Resched(p) => {
-                    *completed += 1;
+                Ret::Resched { pkt, .. } => {
+                    lane.advance(1);
                     stats.add(RESCHEDULED, 1);
-                    backlog.push_back(p);
+                    backlog.push_back(pkt);
                 }
                 // Kept, still counted as outstanding (so their flows stay in flight at this
                 // worker), until the leave marker that follows them arrives: a poll may see
                 // only part of a leaving worker's hand-back.
-                Ret::Unprocessed(p) => leaving.push(p),
-                Ret::Leave => left = true,
-            });
-            if n > 0 && left {
-                // The worker handed back its processed packets before leaving; those that
-                // were not visible when the done ring was read above are now.
-                let lane = &mut self.lanes[w];
-                lane.completed +=
-                    lane.done_rx.pop_burst_into(&mut self.returned, usize::MAX) as u64;
-                self.take_leave(w);
+                Ret::Unprocessed { at, pkt } => {
+                    lane.frozen = true;
+                    lane.cursor += 1;
+                    let expected = lane.tags[at as usize & lane.tag_mask];
+                    let t = tag(&pkt);
+                    lane.leaving.push(pkt);
+                    if t != expected {
+                        misordered(w, at, expected, t);
+                    }
+                }
+                Ret::Lost { n, .. } => {
+                    lane.advance(n);
+                    stats.add(LOST, n);
+                }
+                Ret::Leave { .. } => {
+                    left = true;
+                    break;
+                }
             }
+        }
+        if left {
+            self.take_leave(w);
         }
     }
 
@@ -589,8 +710,11 @@ where
         let mut parked = parked;
         parked.rx.pop_burst_into(&mut unprocessed, usize::MAX);
         // Everything sent to the worker is now accounted for: handed back before it left,
-        // handed back unprocessed, or recovered from its ring.
+        // handed back unprocessed, or recovered from its ring. The next worker on this lane
+        // starts its stream at `sent`.
         lane.completed = lane.sent;
+        lane.cursor = lane.sent;
+        lane.frozen = false;
         lane.active = false;
         lane.parked = Some(parked);
         self.active -= 1;
@@ -609,6 +733,20 @@ where
     ///
     /// [`NoWorkers`] if no worker is active: nothing is routed, and the backlog is given
     /// back at the front of `pkts` (it is older than they are).
+    ///
+    /// If the `tag` closure panics, the packets it had not yet tagged (that one included)
+    /// stay in `pkts`, in order, and the packets already routed go out with the next call:
+    /// none is lost.
+    ///
+    /// # Panics
+    ///
+    /// If a worker handed packets back in a different order than it received them (a bug
+    /// in the worker's code that would let a flow run on two workers at once). Reading the
+    /// return rings (here, in [`collect`](Self::collect), [`flush`](Self::flush) and
+    /// [`rejoin`](Self::rejoin)) checks every processed or unprocessed packet handed back
+    /// against the tag of the packet sent at that position of the worker's stream, so a
+    /// hand-back of another flow's packet is caught; drops and reschedules carry no packet
+    /// with the original tag and are counted, not checked. Also panics if `tag` panics.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -631,23 +769,43 @@ where
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
         let mut accepted = 0u64;
-        for p in input.drain(..) {
-            let t = (self.tag)(&p);
-            if !self.blocked.is_empty() && self.blocked.contains(&t) {
-                pkts.push(p);
-                continue;
+        {
+            /// Puts the packets not looked at yet back at the end of the caller's `Vec`, in
+            /// order, if the user's `tag` panics (packets already routed are staged and go
+            /// out with the next call).
+            struct PutBack<'a, 'b, T> {
+                rest: std::vec::Drain<'a, T>,
+                pkts: &'b mut Vec<T>,
             }
-            match self.route(p, t) {
-                Ok(()) => accepted += 1,
-                Err(p) => {
-                    self.blocked.insert(t);
-                    pkts.push(p);
+            impl<T> Drop for PutBack<'_, '_, T> {
+                fn drop(&mut self) {
+                    self.pkts.extend(&mut self.rest);
+                }
+            }
+            let mut g = PutBack {
+                rest: input.drain(..),
+                pkts,
+            };
+            while let Some(next) = g.rest.as_slice().first() {
+                // Tag it while it is still in the input: a panic leaves it there.
+                let t = (self.tag)(next);
+                let p = g.rest.next().expect("peeked");
+                if !self.blocked.is_empty() && self.blocked.contains(&t) {
+                    g.pkts.push(p);
+                    continue;
+                }
+                match self.route(p, t) {
+                    Ok(()) => accepted += 1,
+                    Err(p) => {
+                        self.blocked.insert(t);
+                        g.pkts.push(p);
+                    }
                 }
             }
         }
         self.scratch = input;
         self.push_staged();
-        let mut delta = [0u64; 4];
+        let mut delta = [0u64; 5];
         delta[ACCEPTED] = accepted;
         delta[BACKPRESSURED] = pkts.len() as u64;
         self.stats.add_all(delta);
@@ -684,7 +842,15 @@ where
 
     /// Drives everything in flight to completion: routes the backlog, collects returns
     /// onto `out`, until no packet is held by a worker or waiting, or `timeout` passes.
-    /// Spins with backoff; never sleeps.
+    /// Spins with backoff; never sleeps. A `timeout` too large to add to the current time
+    /// (such as `Duration::MAX`) means no deadline: the flush then returns only when
+    /// everything is back or no worker is left. Packets held by a worker whose handle was
+    /// dropped without `leave` count as lost (the `"lost"` statistic), not in flight, so
+    /// a dead worker never makes a flush wait forever.
+    ///
+    /// # Panics
+    ///
+    /// As [`distribute`](Self::distribute): a worker that handed packets back out of order.
     ///
     /// # Errors
     ///
@@ -765,10 +931,9 @@ where
         self.active += 1;
         Ok(Worker {
             id,
-            rx: parked.rx,
-            done: parked.done,
-            ret: parked.ret,
+            ends: ManuallyDrop::new(parked),
             held: 0,
+            handed: lane.cursor,
             control: Arc::clone(&lane.control),
             stats: self.worker_stats.handle(),
         })
@@ -817,7 +982,7 @@ where
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// assert_eq!(d.stats().snapshot().get("accepted"), Some(2));
     /// ```
-    pub fn stats(&self) -> Arc<CounterGroup<4>> {
+    pub fn stats(&self) -> Arc<CounterGroup<5>> {
         Arc::clone(&self.stats_group)
     }
 
@@ -831,7 +996,7 @@ where
     /// ws[0].recv_burst(&mut Vec::new(), 8).unwrap();
     /// assert_eq!(d.worker_stats().snapshot().get("received"), Some(1));
     /// ```
-    pub fn worker_stats(&self) -> Arc<CounterGroup<4>> {
+    pub fn worker_stats(&self) -> Arc<CounterGroup<5>> {
         Arc::clone(&self.worker_stats)
     }
 
@@ -842,7 +1007,7 @@ where
     /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// assert_eq!(d.worker_totals().get("returned"), Some(0));
     /// ```
-    pub fn worker_totals(&self) -> GroupSnapshot<4> {
+    pub fn worker_totals(&self) -> GroupSnapshot<5> {
         self.worker_stats.snapshot()
     }
 }

@@ -1,23 +1,43 @@
 //! The worker's handle: receive bursts, hand packets back (done, dropped, rescheduled), leave.
 
 use core::fmt;
+use core::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
 use crate::counter::GroupHandle;
 use crate::fifo::spsc;
 
 /// What a worker hands back on its control ring, in the order it happens (processed
-/// packets go on a separate ring of bare `T`s, half the lines of this enum). Each of
-/// `Dropped` and `Resched` completes the oldest packet the worker holds.
+/// packets go on a separate ring of bare `T`s, half the lines of this enum). Every entry
+/// carries its position `at` in the worker's hand-back stream (how many packets it had
+/// handed back before it), so the distributor can merge the two rings in the worker's
+/// order and check each processed packet against the one it sent at that position.
 pub(crate) enum Ret<T> {
     /// Consumed by the worker (counted as dropped).
-    Dropped,
+    Dropped { at: u64 },
     /// Processed and re-tagged: route it again as the next packet of its new flow.
-    Resched(T),
+    Resched { at: u64, pkt: T },
     /// Received but not processed, handed back by a leaving worker.
-    Unprocessed(T),
+    Unprocessed { at: u64, pkt: T },
+    /// `n` packets the worker held when its handle was dropped without `leave` (its
+    /// thread panicked, or the handle was forgotten): counted as lost.
+    Lost { at: u64, n: u64 },
     /// The worker left; its ring ends are parked in the shared control block.
-    Leave,
+    Leave { at: u64 },
+}
+
+impl<T> Ret<T> {
+    /// The entry's position in the worker's hand-back stream.
+    #[inline]
+    pub(crate) fn at(&self) -> u64 {
+        match *self {
+            Ret::Dropped { at }
+            | Ret::Resched { at, .. }
+            | Ret::Unprocessed { at, .. }
+            | Ret::Lost { at, .. }
+            | Ret::Leave { at } => at,
+        }
+    }
 }
 
 /// Ring ends a worker leaves behind for the distributor (and the next worker to join).
@@ -37,13 +57,14 @@ pub(crate) struct Control<T> {
 /// ```
 /// assert_eq!(flowline::distributor::WORKER_STATS[0], "received");
 /// ```
-pub const WORKER_STATS: [&str; 4] = ["received", "returned", "rescheduled", "dropped"];
+pub const WORKER_STATS: [&str; 5] = ["received", "returned", "rescheduled", "dropped", "lost"];
 
 /// Index of "received" in [`WORKER_STATS`].
 pub(crate) const RECEIVED: usize = 0;
 pub(crate) const RETURNED: usize = 1;
 pub(crate) const RESCHEDULED: usize = 2;
 pub(crate) const DROPPED: usize = 3;
+pub(crate) const LOST: usize = 4;
 
 /// The worker's end of a distributor: one per worker thread.
 ///
@@ -51,9 +72,17 @@ pub(crate) const DROPPED: usize = 3;
 /// packet back **in the order received**, each exactly once, with [`done`](Worker::done),
 /// [`drop_packet`](Worker::drop_packet) or [`reschedule`](Worker::reschedule). The
 /// distributor's flow accounting counts completions per worker in that order (that is how
-/// it knows when a flow has nothing in flight without per-packet bookkeeping).
-/// [`leave`](Worker::leave) hands back what it holds and consumes the handle, so a handle
-/// cannot be used after leaving.
+/// it knows when a flow has nothing in flight without per-packet bookkeeping), and it
+/// checks the order: see [`Distributor::distribute`](super::Distributor::distribute)'s
+/// panics. [`leave`](Worker::leave) hands back what it holds and consumes the handle, so a
+/// handle cannot be used after leaving.
+///
+/// **Dropping a worker is an implicit leave.** If the handle is dropped without `leave`
+/// (its thread panicked, or it was forgotten), the packets still in its ring go back to
+/// the distributor and are redistributed in order, the packets it held (received and not
+/// handed back) are counted as **lost** (the `"lost"` statistic of both
+/// [`DISTRIBUTOR_STATS`](super::DISTRIBUTOR_STATS) and [`WORKER_STATS`]), and the worker
+/// can [`rejoin`](super::Distributor::rejoin). Nothing is lost silently.
 ///
 /// # Example
 ///
@@ -66,15 +95,15 @@ pub(crate) const DROPPED: usize = 3;
 /// ```
 pub struct Worker<T> {
     pub(crate) id: usize,
-    pub(crate) rx: spsc::Consumer<T>,
-    /// Processed packets, back to the distributor.
-    pub(crate) done: spsc::Producer<T>,
-    /// Drops, reschedules and the leave message, back to the distributor.
-    pub(crate) ret: spsc::Producer<Ret<T>>,
+    /// The ring ends: packets in (`rx`), processed packets back (`done`), drops,
+    /// reschedules and the leave message back (`ret`). Taken out only by `Drop`.
+    pub(crate) ends: ManuallyDrop<Parked<T>>,
     /// Packets received and not yet handed back.
     pub(crate) held: usize,
+    /// Packets handed back so far (the position of the next hand-back).
+    pub(crate) handed: u64,
     pub(crate) control: Arc<Control<T>>,
-    pub(crate) stats: GroupHandle<4>,
+    pub(crate) stats: GroupHandle<5>,
 }
 
 /// A worker hands back a packet it does not hold: it has handed back as many packets as it
@@ -170,8 +199,9 @@ impl<T> Worker<T> {
     /// assert_eq!(w.recv_burst(&mut b, 2), Err(distributor::Disconnected));
     /// ```
     pub fn recv_burst(&mut self, out: &mut Vec<T>, max: usize) -> Result<usize, Disconnected> {
-        let n = self.rx.pop_burst_into(out, max);
-        if n == 0 && self.rx.is_abandoned() && self.rx.is_empty() {
+        let rx = &mut self.ends.rx;
+        let n = rx.pop_burst_into(out, max);
+        if n == 0 && rx.is_abandoned() && rx.is_empty() {
             return Err(Disconnected);
         }
         self.held += n;
@@ -181,22 +211,14 @@ impl<T> Worker<T> {
         Ok(n)
     }
 
-    fn hand_back(&mut self, r: Ret<T>, stat: usize) -> Result<(), NotHeld<T>> {
-        if self.held == 0 {
-            return Err(NotHeld(match r {
-                Ret::Resched(p) | Ret::Unprocessed(p) => p,
-                Ret::Dropped | Ret::Leave => unreachable!("only packet-carrying returns"),
-            }));
-        }
-        // The return ring holds at least as many entries as the distributor lets this
-        // worker hold (its credit), plus the leave marker, so it is never full here.
-        if let Err(r) = self.ret.push(r) {
+    /// Posts `r` on the control ring. The ring holds at least as many entries as the
+    /// distributor lets this worker hold (its credit; entries not yet read count as held
+    /// by the distributor), plus one for the leave marker, so it is never full here.
+    fn post(&mut self, r: Ret<T>) {
+        if let Err(r) = self.ends.ret.push(r) {
             drop(r);
             unreachable!("return ring sized to the worker's credit cannot be full");
         }
-        self.held -= 1;
-        self.stats.add(stat, 1);
-        Ok(())
     }
 
     /// Hands back a processed packet (completes the oldest packet held).
@@ -219,10 +241,11 @@ impl<T> Worker<T> {
         if self.held == 0 {
             return Err(NotHeld(pkt));
         }
-        if self.done.push(pkt).is_err() {
+        if self.ends.done.push(pkt).is_err() {
             unreachable!("done ring sized to the worker's credit cannot be full");
         }
         self.held -= 1;
+        self.handed += 1;
         self.stats.add(RETURNED, 1);
         Ok(())
     }
@@ -247,13 +270,14 @@ impl<T> Worker<T> {
     /// ```
     pub fn done_burst(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
         let n = pkts.len().min(self.held);
-        let pushed = self.done.push_burst_iter(&mut pkts.drain(..n));
+        let pushed = self.ends.done.push_burst_iter(&mut pkts.drain(..n));
         // The return ring holds at least as many entries as this worker may hold.
         assert_eq!(
             pushed, n,
             "return ring sized to the worker's credit cannot be full"
         );
         self.held -= n;
+        self.handed += n as u64;
         if n > 0 {
             self.stats.add(RETURNED, n as u64);
         }
@@ -287,10 +311,9 @@ impl<T> Worker<T> {
             return Err(NotHeld(pkt));
         }
         drop(pkt);
-        if self.ret.push(Ret::Dropped).is_err() {
-            unreachable!("return ring sized to the worker's credit cannot be full");
-        }
+        self.post(Ret::Dropped { at: self.handed });
         self.held -= 1;
+        self.handed += 1;
         self.stats.add(DROPPED, 1);
         Ok(())
     }
@@ -319,7 +342,17 @@ impl<T> Worker<T> {
     /// assert_eq!(b, [(2, 100), (2, 200)]); // the rescheduled packet comes first
     /// ```
     pub fn reschedule(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
-        self.hand_back(Ret::Resched(pkt), RESCHEDULED)
+        if self.held == 0 {
+            return Err(NotHeld(pkt));
+        }
+        self.post(Ret::Resched {
+            at: self.handed,
+            pkt,
+        });
+        self.held -= 1;
+        self.handed += 1;
+        self.stats.add(RESCHEDULED, 1);
+        Ok(())
     }
 
     /// Leaves the distributor: hands back `unprocessed` (packets received and not processed,
@@ -347,39 +380,54 @@ impl<T> Worker<T> {
     /// ```
     pub fn leave(mut self, unprocessed: Vec<T>) -> Result<(), NotHeld<Vec<T>>> {
         let mut surplus = Vec::new();
-        for p in unprocessed {
+        for pkt in unprocessed {
             if self.held == 0 {
-                surplus.push(p);
+                surplus.push(pkt);
                 continue;
             }
-            if self.ret.push(Ret::Unprocessed(p)).is_err() {
-                unreachable!("return ring sized to the worker's credit cannot be full");
-            }
+            self.post(Ret::Unprocessed {
+                at: self.handed,
+                pkt,
+            });
             self.held -= 1;
+            self.handed += 1;
         }
         while self.held > 0 {
-            if self.ret.push(Ret::Dropped).is_err() {
-                unreachable!("return ring sized to the worker's credit cannot be full");
-            }
+            self.post(Ret::Dropped { at: self.handed });
             self.held -= 1;
+            self.handed += 1;
             self.stats.add(DROPPED, 1);
         }
-        if self.ret.push(Ret::Leave).is_err() {
-            unreachable!("return ring keeps one slot for the leave marker");
-        }
-        let Worker {
-            rx,
-            done,
-            ret,
-            control,
-            ..
-        } = self;
-        *control.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(Parked { rx, done, ret });
+        // `Drop` posts the leave marker and parks the ring ends.
+        drop(self);
         if surplus.is_empty() {
             Ok(())
         } else {
             Err(NotHeld(surplus))
         }
+    }
+}
+
+impl<T> Drop for Worker<T> {
+    /// The implicit leave (see the type's docs): packets still held are counted as lost,
+    /// the leave marker follows, and the ring ends are parked for the distributor, which
+    /// recovers what this worker never received. Runs no user code.
+    fn drop(&mut self) {
+        if self.held > 0 {
+            let n = self.held as u64;
+            self.post(Ret::Lost { at: self.handed, n });
+            self.handed += n;
+            self.held = 0;
+            self.stats.add(LOST, n);
+        }
+        self.post(Ret::Leave { at: self.handed });
+        // SAFETY: `ends` is taken exactly once, here in `Drop`; no method runs after.
+        let ends = unsafe { ManuallyDrop::take(&mut self.ends) };
+        *self
+            .control
+            .parked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(ends);
     }
 }
 

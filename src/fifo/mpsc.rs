@@ -129,11 +129,40 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
     with_start_index(capacity, 0)
 }
 
-/// The descriptor stamp that matches no index at descriptor `j`: its low bits differ from
-/// `j`'s, and the consumer looks at descriptor `j` only for indices whose low bits are `j`.
-#[inline(always)]
-fn never_matches(j: u64) -> u64 {
-    j ^ 1
+/// Stamp of a cleared (or never written) descriptor: matches no index (see
+/// `Shared::stamp_of`).
+const CLEARED: u64 = 0;
+
+/// `n` run descriptors, all cleared, from zeroed memory: no per-descriptor initialisation
+/// (the pages of a huge ring are not even touched until used), `None` if the allocator
+/// refuses.
+#[cfg(not(loom))]
+fn cleared_runs(n: usize) -> Option<Box<[Run]>> {
+    use std::alloc::{alloc_zeroed, Layout};
+    let layout = Layout::array::<Run>(n).ok()?;
+    debug_assert!(n > 0 && layout.size() > 0);
+    // SAFETY: the layout has a non-zero size (n >= 2 descriptors of 16 bytes).
+    let p = unsafe { alloc_zeroed(layout) }.cast::<Run>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is a fresh allocation of `n` `Run`s with the global allocator and the
+    // array layout a boxed slice uses; all-zero bytes are a valid `Run` (two `AtomicU64`
+    // holding 0, i.e. `CLEARED` and no lengths).
+    Some(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) })
+}
+
+/// Under loom, atomics are model objects, not plain memory: build them one by one.
+#[cfg(loom)]
+fn cleared_runs(n: usize) -> Option<Box<[Run]>> {
+    Some(
+        (0..n)
+            .map(|_| Run {
+                stamp: AtomicU64::new(CLEARED),
+                lens: AtomicU64::new(0),
+            })
+            .collect(),
+    )
 }
 
 /// **Testing only, not for production:** as [`channel`], with the free-running 64-bit
@@ -152,8 +181,7 @@ pub fn with_start_index<T>(
             max: MAX_SLOTS,
         });
     }
-    // At least two descriptors, so that a stamp can always be cleared to a value whose low
-    // bits differ from every index that maps to its descriptor.
+    // At least two descriptors, so that a stamp (lap + 1, see `stamp_of`) is never 0.
     let desc_slots = slots.max(2);
     let alloc_failed = || CapacityError::AllocFailed {
         slots,
@@ -163,16 +191,10 @@ pub fn with_start_index<T>(
     };
     let mut v: Vec<MaybeUninit<T>> = Vec::new();
     v.try_reserve_exact(slots).map_err(|_| alloc_failed())?;
-    let mut runs: Vec<Run> = Vec::new();
-    runs.try_reserve_exact(desc_slots)
-        .map_err(|_| alloc_failed())?;
+    let runs = cleared_runs(desc_slots).ok_or_else(alloc_failed)?;
     // SAFETY: capacity for `slots` elements was reserved; MaybeUninit needs no init.
     unsafe { v.set_len(slots) };
     let buf = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<T>;
-    runs.extend((0..desc_slots as u64).map(|j| Run {
-        stamp: AtomicU64::new(never_matches(j)),
-        lens: AtomicU64::new(0),
-    }));
     let shared = Arc::new(Shared {
         tail: CachePadded::new(AtomicU64::new(start)),
         head: CachePadded::new(AtomicU64::new(start)),
@@ -183,9 +205,10 @@ pub fn with_start_index<T>(
             final_run_end: AtomicU64::new(start),
         }),
         buf,
-        runs: runs.into_boxed_slice(),
+        runs,
         slots,
         desc_mask: desc_slots - 1,
+        desc_shift: desc_slots.trailing_zeros(),
         tracker: AccessTracker::new(slots),
         _owns: PhantomData,
     });
@@ -204,9 +227,9 @@ pub fn with_start_index<T>(
 
 /// Descriptor of a published run, stored at the run's first index.
 struct Run {
-    /// The run's start index once published. The consumer clears it (to a value that
-    /// matches no index at this descriptor) when it takes the run, so a stamp left from an
-    /// earlier lap never matches, however many times the indices wrap.
+    /// The run's start index once published, as `Shared::stamp_of` encodes it. The
+    /// consumer clears it (to `CLEARED`, which matches no index) when it takes the run, so a
+    /// stamp left from an earlier lap never matches, however many times the indices wrap.
     stamp: AtomicU64,
     /// `(len << 32) | valid`: slots in the run, and how many of them (from the start) hold
     /// items.
@@ -235,6 +258,8 @@ struct Shared<T> {
     slots: usize,
     /// `runs.len() - 1` (the descriptor array has at least two entries).
     desc_mask: usize,
+    /// `log2(runs.len())`, at least 1.
+    desc_shift: u32,
     tracker: AccessTracker,
     _owns: PhantomData<T>,
 }
@@ -265,6 +290,14 @@ impl<T> Shared<T> {
         unsafe { self.buf.add(self.pos(index)) }
     }
 
+    /// The stamp that marks a run published at `index`: its lap (the index bits above the
+    /// descriptor number) plus one. Distinct indices at one descriptor have distinct laps,
+    /// and the lap has at most 63 bits, so a stamp is never `CLEARED`.
+    #[inline(always)]
+    fn stamp_of(&self, index: u64) -> u64 {
+        (index >> self.desc_shift) + 1
+    }
+
     #[inline(always)]
     fn desc(&self, index: u64) -> &Run {
         &self.runs[index as usize & self.desc_mask]
@@ -277,7 +310,7 @@ impl<T> Shared<T> {
         let r = self.desc(index);
         // Acquire: pairs with the producer's Release stamp store in `publish`, making its
         // item writes and the `lens` store visible.
-        if r.stamp.load(Ordering::Acquire) != index {
+        if r.stamp.load(Ordering::Acquire) != self.stamp_of(index) {
             return None;
         }
         // Relaxed: ordered by the Acquire above.
@@ -291,9 +324,7 @@ impl<T> Shared<T> {
         // Relaxed: the next store to this descriptor is a producer's publication of a run
         // it reserved after the consumer's later Release `head` store (which it read with
         // Acquire), so this store is ordered before it.
-        self.desc(index)
-            .stamp
-            .store(never_matches(index), Ordering::Relaxed);
+        self.desc(index).stamp.store(CLEARED, Ordering::Relaxed);
     }
 
     /// `n` slots from `start` as (at most) two in-bounds runs of the buffer, in ring order.
@@ -450,7 +481,8 @@ impl<T> Producer<T> {
         r.lens
             .store(((len as u64) << 32) | valid as u64, Ordering::Relaxed);
         // Release: pairs with the consumer's Acquire stamp load in `run_at`.
-        r.stamp.store(start, Ordering::Release);
+        r.stamp
+            .store(self.shared.stamp_of(start), Ordering::Release);
     }
 
     /// Appends `value`, or gives it back if the ring is full.

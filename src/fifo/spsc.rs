@@ -657,6 +657,13 @@ impl<T> Consumer<T> {
         self.cached_tail.wrapping_sub(self.head)
     }
 
+    /// Items available now: reloads the producer's index (and keeps it as the cached
+    /// view, so the pops that follow do not load it again).
+    #[inline]
+    pub(crate) fn refresh(&mut self) -> usize {
+        self.available_for(usize::MAX)
+    }
+
     #[inline(always)]
     fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
         // SAFETY: `index & mask` is below the slot count: in bounds of the allocation.
