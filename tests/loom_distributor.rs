@@ -59,3 +59,92 @@ fn two_workers_exactly_once_and_in_order() {
         assert_eq!(out.iter().filter(|p| p.0 == b'B').count(), 1);
     });
 }
+
+/// The position merge of the two return rings: the worker drops its first packet (control
+/// ring) and hands back the second as processed (done ring) while the distributor polls.
+/// Whichever ring the distributor sees first, the order check passes, the drop and the
+/// completion are counted once each, and nothing stays in flight.
+#[test]
+fn drop_then_done_merge_across_return_rings() {
+    loom::model(|| {
+        let (mut d, mut ws) = distributor::new(
+            Config {
+                workers: 1,
+                credit: 2,
+            },
+            |p: &(u8, u8)| u64::from(p.0),
+        )
+        .unwrap();
+        assert_eq!(d.distribute(&mut vec![(b'A', 0), (b'B', 1)]).unwrap(), 2);
+        let mut w = ws.pop().unwrap();
+        let t = thread::spawn(move || {
+            let mut b = Vec::new();
+            while b.len() < 2 {
+                if w.recv_burst(&mut b, 2).unwrap() == 0 {
+                    thread::yield_now();
+                }
+            }
+            let second = b.pop().unwrap();
+            w.drop_packet(b.pop().unwrap()).unwrap();
+            w.done(second).unwrap();
+            w
+        });
+        let mut out = Vec::new();
+        while d.in_flight() > 0 {
+            if d.collect(&mut out) == 0 {
+                thread::yield_now();
+            }
+        }
+        assert_eq!(out, [(b'B', 1)]);
+        assert_eq!(d.stats().snapshot().get("dropped"), Some(1));
+        drop(t.join().unwrap());
+    });
+}
+
+/// A worker dropped without `leave` while holding one packet, with one more still in its
+/// ring, concurrently with the distributor polling: the held packet is counted as lost,
+/// the undelivered one is redistributed to the other worker, nothing is left in flight.
+#[test]
+fn dropped_worker_is_an_implicit_leave() {
+    loom::model(|| {
+        let (mut d, mut ws) = distributor::new(
+            Config {
+                workers: 2,
+                credit: 2,
+            },
+            |p: &(u8, u8)| u64::from(p.0),
+        )
+        .unwrap();
+        let mut w1 = ws.pop().unwrap();
+        let mut w0 = ws.pop().unwrap();
+        assert_eq!(d.distribute(&mut vec![(b'A', 0), (b'A', 1)]).unwrap(), 2);
+        let t = thread::spawn(move || {
+            let mut b = Vec::new();
+            while w0.recv_burst(&mut b, 1).unwrap() == 0 {
+                thread::yield_now();
+            }
+            drop(w0); // dies holding (A, 0)
+            b
+        });
+        while d.active_workers() == 2 {
+            d.distribute(&mut Vec::new()).unwrap();
+            thread::yield_now();
+        }
+        assert_eq!(t.join().unwrap(), [(b'A', 0)]);
+        assert_eq!(d.stats().snapshot().get("lost"), Some(1));
+        let mut b = Vec::new();
+        w1.recv_burst(&mut b, 2).unwrap();
+        assert_eq!(
+            b,
+            [(b'A', 1)],
+            "the undelivered packet goes to the other worker"
+        );
+        w1.done_burst(&mut b).unwrap();
+        let mut out = Vec::new();
+        while d.in_flight() > 0 {
+            d.collect(&mut out);
+            thread::yield_now();
+        }
+        assert_eq!(out, [(b'A', 1)]);
+    });
+}

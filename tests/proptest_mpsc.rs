@@ -34,6 +34,10 @@ enum Op {
     Pop,
     Peek,
     PopBurstInto(usize),
+    /// Bulk pop of n items into a Vec: all or nothing.
+    PopBulkInto(usize),
+    /// Read chunk of up to n items, then commit k of them (k clamped to the chunk).
+    ReadChunk(usize, usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -47,6 +51,8 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Pop),
         Just(Op::Peek),
         (0usize..6).prop_map(Op::PopBurstInto),
+        (0usize..6).prop_map(Op::PopBulkInto),
+        (0usize..7, 0usize..7).prop_map(|(n, k)| Op::ReadChunk(n, k)),
     ]
 }
 
@@ -85,6 +91,40 @@ impl Model {
         self.runs.front_mut().unwrap().taken += 1;
         self.used -= 1;
         Some(v)
+    }
+
+    /// Items published from the consumer's position on, across runs and their holes,
+    /// up to the first unpublished run.
+    fn available(&mut self) -> usize {
+        self.ready();
+        let mut n = 0;
+        for run in &self.runs {
+            let Some(items) = run.items.as_ref() else {
+                break;
+            };
+            n += items.len() - run.taken;
+        }
+        n
+    }
+
+    /// What a read chunk of up to `want` items lends: one contiguous stretch of slots, so
+    /// it continues into the next run only after a run without holes.
+    fn contiguous(&mut self, want: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.ready().is_none() {
+            return out;
+        }
+        for run in &self.runs {
+            let Some(items) = run.items.as_ref() else {
+                break;
+            };
+            out.extend(&items[run.taken..]);
+            if out.len() >= want || items.len() < run.len {
+                break;
+            }
+        }
+        out.truncate(want);
+        out
     }
 
     fn reserve(&mut self, key: u64, len: usize, items: Option<Vec<u64>>) {
@@ -223,6 +263,30 @@ proptest! {
                     }
                     let got: Vec<u64> = v.iter().map(|i| i.id).collect();
                     prop_assert_eq!(got, want);
+                }
+                Op::PopBulkInto(n) => {
+                    let mut v = Vec::new();
+                    let ok = rx.pop_bulk_into(&mut v, n);
+                    prop_assert_eq!(ok, m.available() >= n);
+                    let want: Vec<u64> = if ok {
+                        (0..n).map(|_| m.take().unwrap()).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let got: Vec<u64> = v.iter().map(|i| i.id).collect();
+                    prop_assert_eq!(got, want);
+                }
+                Op::ReadChunk(n, k) => {
+                    let want = m.contiguous(n);
+                    let c = rx.read_chunk(n);
+                    let (a, b) = c.as_slices();
+                    let got: Vec<u64> = a.iter().chain(b).map(|i| i.id).collect();
+                    prop_assert_eq!(&got, &want);
+                    let k = k.min(c.len());
+                    c.commit(k);
+                    for _ in 0..k {
+                        m.take();
+                    }
                 }
             }
             prop_assert_eq!(rx.len(), m.used);

@@ -1,5 +1,6 @@
 //! Fuzz target: MPSC op sequences from three producer handles (pushes, bursts, chunks
-//! committed in part or dropped) and the consumer, against a model of runs in reservation
+//! committed in part or dropped) and the consumer (pops, peeks, bursts, bulk pops, read
+//! chunks committed in part), against a model of runs in reservation
 //! order; heap-owning items so a double drop or leak shows up.
 #![no_main]
 
@@ -27,6 +28,30 @@ fn take(runs: &mut VecDeque<Run>, used: &mut usize) -> Option<u64> {
     runs.front_mut().unwrap().2 += 1;
     *used -= 1;
     Some(v)
+}
+
+/// Items published from the consumer's position, across holes, up to an unpublished run
+/// (every run of this model is published).
+fn available(runs: &mut VecDeque<Run>, used: &mut usize) -> usize {
+    ready(runs, used);
+    runs.iter().map(|(_, items, taken)| items.len() - taken).sum()
+}
+
+/// What a read chunk of up to `want` lends: contiguous slots, so it goes on into the next
+/// run only after a run without holes.
+fn contiguous(runs: &mut VecDeque<Run>, used: &mut usize, want: usize) -> Vec<u64> {
+    let mut out = Vec::new();
+    if ready(runs, used).is_none() {
+        return out;
+    }
+    for (len, items, taken) in runs.iter() {
+        out.extend(&items[*taken..]);
+        if out.len() >= want || items.len() < *len {
+            break;
+        }
+    }
+    out.truncate(want);
+    out
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -91,7 +116,29 @@ fuzz_target!(|data: &[u8]| {
                 next += k as u64;
             }
             5 => assert_eq!(rx.pop().map(|b| *b), take(&mut runs, &mut used)),
-            6 => assert_eq!(rx.peek().map(|b| **b), ready(&mut runs, &mut used)),
+            6 if p == 0 => assert_eq!(rx.peek().map(|b| **b), ready(&mut runs, &mut used)),
+            6 if p == 1 => {
+                // Read chunk of up to n, commit half of it.
+                let want = contiguous(&mut runs, &mut used, n);
+                let c = rx.read_chunk(n);
+                let (x, y) = c.as_slices();
+                let got: Vec<u64> = x.iter().chain(y).map(|b| **b).collect();
+                assert_eq!(got, want);
+                let k = c.len() / 2;
+                c.commit(k);
+                for _ in 0..k {
+                    take(&mut runs, &mut used);
+                }
+            }
+            6 => {
+                let mut v = Vec::new();
+                let ok = rx.pop_bulk_into(&mut v, n);
+                assert_eq!(ok, available(&mut runs, &mut used) >= n);
+                assert_eq!(v.len(), if ok { n } else { 0 });
+                for x in v {
+                    assert_eq!(Some(*x), take(&mut runs, &mut used));
+                }
+            }
             _ => {
                 let mut v = Vec::new();
                 rx.pop_burst_into(&mut v, n);

@@ -1179,8 +1179,10 @@ impl<T> Consumer<T> {
     }
 
     /// Whether every producer handle has been dropped: what is in the ring now is all there
-    /// will be, except for a reservation leaked with `mem::forget`, which stays in `len`
-    /// forever (a drain loop on `is_abandoned() && is_empty()` then never ends: bound it).
+    /// will be. Two leaks defeat a drain loop on `is_abandoned() && is_empty()`, which then
+    /// spins forever (bound such loops, e.g. with a timeout): a producer handle leaked with
+    /// `mem::forget` keeps this `false`, and a [`WriteChunk`] leaked the same way leaves its
+    /// reservation unpublished, counted in `len` forever.
     ///
     /// ```
     /// let (tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();

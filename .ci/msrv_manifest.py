@@ -1,0 +1,13 @@
+"""Writes the library-only manifest the MSRV check builds: Cargo.toml without the sections
+an older cargo cannot resolve or does not need (dev-dependencies, benches, and the loom
+target dependency, which only `--cfg loom` builds use)."""
+import sys
+
+DROP = ("[dev-dependencies]", "[target.'cfg(loom)'.dependencies]", "[[bench]]")
+out, keep = [], True
+for line in open(sys.argv[1]):
+    if line.startswith("["):
+        keep = line.strip() not in DROP
+    if keep:
+        out.append(line)
+open(sys.argv[2], "w").write("".join(out))
