@@ -20,8 +20,9 @@
 //!    flows are left with the caller (backpressure), everything else keeps moving.
 //!
 //! Workers must hand packets back in the order they received them; the distributor checks
-//! that with one tag comparison per packet handed back and panics with a message naming the
-//! worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
+//! that by comparing the tags of packets handed back with the tags it sent at those
+//! positions (every packet in debug builds, one per burst in release builds) and panics
+//! with a message naming the worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
 //! [`leave`](Worker::leave) (its thread panicked) leaves implicitly: what it never received
 //! is redistributed in order, what it held is counted as lost.
 //!
@@ -91,6 +92,7 @@ mod worker;
 
 use core::fmt;
 use core::mem::ManuallyDrop;
+use core::ptr;
 use std::collections::{HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
@@ -350,6 +352,8 @@ struct Lane<T> {
     /// Set by the first packet handed back unprocessed: `completed` then stays put until
     /// the leave marker, so the leaving worker's flows stay in flight until then.
     frozen: bool,
+    /// Rotating offset of the packet checked in each burst read (release builds).
+    probe: u32,
     control: Arc<Control<T>>,
 }
 
@@ -362,9 +366,21 @@ impl<T> Lane<T> {
     /// Stages `pkt` (tag `t`) for this worker at the next position of its stream.
     #[inline(always)]
     fn send(&mut self, pkt: T, t: u64) {
-        self.tags[self.sent as usize & self.tag_mask] = t;
+        let i = self.sent as usize & self.tag_mask;
+        debug_assert!(i < self.tags.len());
+        // SAFETY: `tag_mask` is `tags.len() - 1` (a power of two), so `i` is in bounds.
+        unsafe { *self.tags.get_unchecked_mut(i) = t };
         self.sent += 1;
         self.staged.push(pkt);
+    }
+
+    /// The order check: the packet handed back at position `at` has tag `t`.
+    #[inline(always)]
+    fn check(&self, w: usize, at: u64, t: u64) {
+        let expected = self.tags[at as usize & self.tag_mask];
+        if t != expected {
+            misordered(w, at, expected, t);
+        }
     }
 
     /// `n` more hand-backs processed; they complete packets unless a leave is under way.
@@ -376,6 +392,10 @@ impl<T> Lane<T> {
         }
     }
 }
+
+/// Step of the rotating offset of the checked packet (odd and not a small power-of-two
+/// neighbour, so the offsets cover every position of bursts of any size over time).
+const PROBE_STEP: u32 = 0x9e37_79b9;
 
 /// The order check failed: a worker handed back, at position `at` of its stream, a packet
 /// whose tag is not the tag of the packet it received at that position.
@@ -488,6 +508,7 @@ where
             tag_mask: tag_slots - 1,
             cursor: 0,
             frozen: false,
+            probe: 0,
             control,
         });
     }
@@ -637,13 +658,17 @@ where
                 // Accounting first, then the user's `tag` (which may panic) for the check.
                 lane.advance(got);
                 avail -= got;
-                for (k, p) in returned[start..].iter().enumerate() {
-                    let pos = at + k as u64;
-                    let expected = lane.tags[pos as usize & lane.tag_mask];
-                    let t = tag(p);
-                    if t != expected {
-                        misordered(w, pos, expected, t);
+                let burst = &returned[start..];
+                if cfg!(debug_assertions) {
+                    for (k, p) in burst.iter().enumerate() {
+                        lane.check(w, at + k as u64, tag(p));
                     }
+                } else {
+                    // One packet per burst read, at a rotating offset: one `tag` call per
+                    // burst instead of one per packet.
+                    lane.probe = lane.probe.wrapping_add(PROBE_STEP);
+                    let k = lane.probe as usize % burst.len();
+                    lane.check(w, at + k as u64, tag(&burst[k]));
                 }
             }
             match next_at {
@@ -666,12 +691,9 @@ where
                 Ret::Unprocessed { at, pkt } => {
                     lane.frozen = true;
                     lane.cursor += 1;
-                    let expected = lane.tags[at as usize & lane.tag_mask];
                     let t = tag(&pkt);
                     lane.leaving.push(pkt);
-                    if t != expected {
-                        misordered(w, at, expected, t);
-                    }
+                    lane.check(w, at, t);
                 }
                 Ret::Lost { n, .. } => {
                     lane.advance(n);
@@ -743,10 +765,14 @@ where
     /// If a worker handed packets back in a different order than it received them (a bug
     /// in the worker's code that would let a flow run on two workers at once). Reading the
     /// return rings (here, in [`collect`](Self::collect), [`flush`](Self::flush) and
-    /// [`rejoin`](Self::rejoin)) checks every processed or unprocessed packet handed back
-    /// against the tag of the packet sent at that position of the worker's stream, so a
-    /// hand-back of another flow's packet is caught; drops and reschedules carry no packet
-    /// with the original tag and are counted, not checked. Also panics if `tag` panics.
+    /// [`rejoin`](Self::rejoin)) checks packets handed back against the tag of the packet
+    /// sent at that position of the worker's stream, so a hand-back of another flow's
+    /// packet is caught. Debug builds check every processed and unprocessed packet; release
+    /// builds check every unprocessed one and one processed packet per burst read, at an
+    /// offset that rotates from burst to burst, so the check costs one `tag` call per burst
+    /// (a worker that reorders repeatedly is caught within a few bursts; one that reorders
+    /// once may pass unnoticed in release). Drops and reschedules carry no packet with the
+    /// original tag and are counted, not checked. Also panics if `tag` panics.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -770,26 +796,43 @@ where
         std::mem::swap(&mut input, pkts);
         let mut accepted = 0u64;
         {
-            /// Puts the packets not looked at yet back at the end of the caller's `Vec`, in
-            /// order, if the user's `tag` panics (packets already routed are staged and go
-            /// out with the next call).
-            struct PutBack<'a, 'b, T> {
-                rest: std::vec::Drain<'a, T>,
-                pkts: &'b mut Vec<T>,
+            /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
+            /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the
+            /// packets already routed are staged and go out with the next call).
+            struct PutBack<'a, T> {
+                base: *const T,
+                next: usize,
+                len: usize,
+                pkts: &'a mut Vec<T>,
             }
-            impl<T> Drop for PutBack<'_, '_, T> {
+            impl<T> Drop for PutBack<'_, T> {
                 fn drop(&mut self) {
-                    self.pkts.extend(&mut self.rest);
+                    while self.next < self.len {
+                        // SAFETY: `[next, len)` are initialised packets this guard owns
+                        // (the input `Vec`'s length was set to 0); each is moved out once.
+                        let p = unsafe { ptr::read(self.base.add(self.next)) };
+                        self.next += 1;
+                        self.pkts.push(p);
+                    }
                 }
             }
+            let len = input.len();
+            // SAFETY: the guard takes over the `len` packets (moved out one by one below, or
+            // back to the caller by its `Drop`); the `Vec` keeps only its allocation.
+            unsafe { input.set_len(0) };
             let mut g = PutBack {
-                rest: input.drain(..),
+                base: input.as_ptr(),
+                next: 0,
+                len,
                 pkts,
             };
-            while let Some(next) = g.rest.as_slice().first() {
-                // Tag it while it is still in the input: a panic leaves it there.
-                let t = (self.tag)(next);
-                let p = g.rest.next().expect("peeked");
+            while g.next < g.len {
+                // SAFETY: `next < len`: an initialised packet the guard owns. It is tagged in
+                // place, so if `tag` panics it is still owned by the guard and goes back.
+                let t = (self.tag)(unsafe { &*g.base.add(g.next) });
+                // SAFETY: as above; `next` moves past it, so it is moved out exactly once.
+                let p = unsafe { ptr::read(g.base.add(g.next)) };
+                g.next += 1;
                 if !self.blocked.is_empty() && self.blocked.contains(&t) {
                     g.pkts.push(p);
                     continue;
