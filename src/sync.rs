@@ -72,6 +72,29 @@ impl AccessTracker {
         let _ = i;
     }
 
+    /// Records a read of the `n` slots `pos(0)..pos(n - 1)`. Without loom there is no loop at
+    /// all (not even an empty one for Miri to interpret, item by item).
+    #[inline(always)]
+    pub(crate) fn read_each(&self, n: usize, pos: impl Fn(usize) -> usize) {
+        #[cfg(loom)]
+        for k in 0..n {
+            self.read(pos(k));
+        }
+        #[cfg(not(loom))]
+        let _ = (n, pos);
+    }
+
+    /// Records a write of the `n` slots `pos(0)..pos(n - 1)` (see `read_each`).
+    #[inline(always)]
+    pub(crate) fn write_each(&self, n: usize, pos: impl Fn(usize) -> usize) {
+        #[cfg(loom)]
+        for k in 0..n {
+            self.write(pos(k));
+        }
+        #[cfg(not(loom))]
+        let _ = (n, pos);
+    }
+
     /// Records a write of slot `i` at this point of the calling thread.
     #[inline(always)]
     pub(crate) fn write(&self, i: usize) {

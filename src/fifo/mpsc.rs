@@ -345,9 +345,8 @@ impl<T> Shared<T> {
     /// Those slots hold published, unconsumed items that nobody else will read or drop.
     unsafe fn drop_items(&self, from: u64, to: u64) {
         let n = to.wrapping_sub(from) as usize;
-        for k in 0..n as u64 {
-            self.tracker.write(self.pos(from.wrapping_add(k)));
-        }
+        self.tracker
+            .write_each(n, |k| self.pos(from.wrapping_add(k as u64)));
         let (a, b) = self.runs_of(from, n);
         // SAFETY: guaranteed by the caller; `runs_of` gives disjoint in-bounds runs.
         unsafe { super::drop_runs(a, b) };
@@ -755,9 +754,8 @@ impl<T> WriteChunk<'_, T> {
     /// ```
     pub fn as_mut_slices(&mut self) -> (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) {
         let sh = &*self.producer.shared;
-        for k in 0..self.len as u64 {
-            sh.tracker.write(sh.pos(self.start.wrapping_add(k)));
-        }
+        sh.tracker
+            .write_each(self.len, |k| sh.pos(self.start.wrapping_add(k as u64)));
         let first = self.len.min(sh.slots - sh.pos(self.start));
         // SAFETY: the `len` slots from `start` were reserved by this handle's CAS and are
         // free; the two runs are disjoint and in bounds, borrowed through `&mut self`.
@@ -1256,9 +1254,8 @@ impl<T> ReadChunk<'_, T> {
     fn raw_runs(&self) -> (*mut [T], *mut [T]) {
         let c = &*self.consumer;
         let sh = &*c.shared;
-        for k in 0..self.len as u64 {
-            sh.tracker.read(sh.pos(c.head.wrapping_add(k)));
-        }
+        sh.tracker
+            .read_each(self.len, |k| sh.pos(c.head.wrapping_add(k as u64)));
         sh.runs_of(c.head, self.len)
     }
 
@@ -1329,9 +1326,8 @@ impl<T> ReadChunk<'_, T> {
             }
         }
         let sh = &*self.consumer.shared;
-        for i in 0..k as u64 {
-            sh.tracker.write(sh.pos(self.consumer.head.wrapping_add(i)));
-        }
+        sh.tracker
+            .write_each(k, |i| sh.pos(self.consumer.head.wrapping_add(i as u64)));
         let (a, b) = sh.runs_of(self.consumer.head, k);
         let _release = Release {
             consumer: self.consumer,

@@ -174,9 +174,7 @@ impl<T> Drop for Shared<T> {
         let tail = self.tail.load(Ordering::Relaxed);
         let n = tail.wrapping_sub(head);
         let mask = self.slots - 1;
-        for k in 0..n {
-            self.tracker.write(head.wrapping_add(k) & mask);
-        }
+        self.tracker.write_each(n, |k| head.wrapping_add(k) & mask);
         let (first, second) = runs(head, n, mask);
         // SAFETY: slots in [head, tail) hold initialised items that were published and not
         // consumed (at most `slots` of them, as two in-bounds runs); each is dropped once
@@ -533,9 +531,9 @@ impl<T> WriteChunk<'_, T> {
     pub fn as_mut_slices(&mut self) -> (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) {
         let p = &*self.producer;
         let start = p.tail;
-        for k in 0..self.len {
-            p.shared.tracker.write(start.wrapping_add(k) & p.mask);
-        }
+        p.shared
+            .tracker
+            .write_each(self.len, |k| start.wrapping_add(k) & p.mask);
         let (first, second) = runs(start, self.len, p.mask);
         // SAFETY: the `len` slots from `tail` are free (`free_for` checked them against the
         // consumer's released index) and owned by this producer until published; the two
@@ -994,9 +992,9 @@ impl<T> ReadChunk<'_, T> {
 
     fn raw_runs(&self) -> (*mut T, usize, *mut T, usize) {
         let c = &*self.consumer;
-        for k in 0..self.len {
-            c.shared.tracker.read(c.head.wrapping_add(k) & c.mask);
-        }
+        c.shared
+            .tracker
+            .read_each(self.len, |k| c.head.wrapping_add(k) & c.mask);
         let (first, second) = runs(c.head, self.len, c.mask);
         (c.slot(c.head).cast::<T>(), first, c.buf.cast::<T>(), second)
     }
@@ -1080,9 +1078,9 @@ impl<T> ReadChunk<'_, T> {
                 self.consumer.release(self.n);
             }
         }
-        for i in 0..k {
-            c.shared.tracker.write(c.head.wrapping_add(i) & c.mask);
-        }
+        c.shared
+            .tracker
+            .write_each(k, |i| c.head.wrapping_add(i) & c.mask);
         let (first, second) = runs(c.head, k, c.mask);
         let a = ptr::slice_from_raw_parts_mut(c.slot(c.head).cast::<T>(), first);
         let b = ptr::slice_from_raw_parts_mut(c.buf.cast::<T>(), second);
