@@ -205,6 +205,129 @@ fn panicking_tag_closure_loses_no_packet() {
     assert_eq!(out, [10, 11, 12, 14, 15]);
 }
 
+/// A tag closure that panics once, on the packet with sequence number `at`.
+fn tag_panicking_once_at(at: u64) -> impl FnMut(&(u64, u64)) -> u64 {
+    let mut armed = true;
+    move |p: &(u64, u64)| {
+        if armed && p.1 == at {
+            armed = false;
+            panic!("tag cannot parse packet {at}");
+        }
+        p.0
+    }
+}
+
+/// Item 6, second form: packets routed before a `tag` panic wait, staged, for the next
+/// call. If their worker leaves in between, they must be redistributed with its other
+/// packets, in order (they were lost before: pushed into the ring of a worker that left).
+#[test]
+fn packets_staged_before_a_tag_panic_survive_their_worker_leaving() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 16,
+        },
+        tag_panicking_once_at(3),
+    )
+    .unwrap();
+    let w1 = ws.pop().unwrap();
+    let w0 = ws.pop().unwrap();
+    let mut burst: Vec<(u64, u64)> = (0..6).map(|i| (0, i)).collect();
+    assert!(catch_unwind(AssertUnwindSafe(|| d.distribute(&mut burst))).is_err());
+    assert_eq!(burst, [(0, 3), (0, 4), (0, 5)]);
+    // Flow 0 was routed to worker 0, which leaves before the packets reach it.
+    w0.leave(Vec::new()).unwrap();
+    assert_eq!(d.distribute(&mut burst), Ok(3));
+    let mut w1 = w1;
+    let mut got = Vec::new();
+    w1.recv_burst(&mut got, 16).unwrap();
+    let expected: Vec<(u64, u64)> = (0..6).map(|i| (0, i)).collect();
+    assert_eq!(
+        got, expected,
+        "every packet, once, in order, at the other worker"
+    );
+    w1.done_burst(&mut got).unwrap();
+    let mut out = Vec::new();
+    d.flush(&mut out, Duration::from_secs(5)).unwrap();
+    assert_eq!(out, expected);
+}
+
+/// Item 6, third form: the order check calls `tag` on packets a leaving worker hands back
+/// unprocessed. If it panics there, the packet must still be redistributed.
+#[test]
+fn tag_panic_on_a_packet_handed_back_unprocessed_loses_nothing() {
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 16,
+        },
+        {
+            let armed = Arc::clone(&armed);
+            move |p: &(u64, u64)| {
+                if p.1 == 101 && armed.swap(false, Ordering::SeqCst) {
+                    panic!("tag cannot parse packet 101 now");
+                }
+                p.0
+            }
+        },
+    )
+    .unwrap();
+    let mut w1 = ws.pop().unwrap();
+    let mut w0 = ws.pop().unwrap();
+    let mut burst: Vec<(u64, u64)> = (0..4).map(|i| (0, 100 + i)).collect();
+    assert_eq!(d.distribute(&mut burst), Ok(4));
+    let mut held = Vec::new();
+    w0.recv_burst(&mut held, 16).unwrap();
+    w0.leave(held).unwrap();
+    armed.store(true, Ordering::SeqCst);
+    // Reading the hand-back panics at packet 101; the next call goes on from there.
+    assert!(catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new()))).is_err());
+    assert_eq!(d.distribute(&mut Vec::new()), Ok(0));
+    let mut got = Vec::new();
+    w1.recv_burst(&mut got, 16).unwrap();
+    let expected: Vec<(u64, u64)> = (0..4).map(|i| (0, 100 + i)).collect();
+    assert_eq!(
+        got, expected,
+        "every packet, once, in order, at the other worker"
+    );
+    w1.done_burst(&mut got).unwrap();
+    let mut out = Vec::new();
+    d.flush(&mut out, Duration::from_secs(5)).unwrap();
+    assert_eq!(out, expected);
+}
+
+/// A worker that rewrites the field the tag reads (address translation) trips the order
+/// check; with the check off, the rewritten packets come back.
+#[test]
+fn rewriting_the_tagged_field_needs_the_order_check_off() {
+    let run = |check: bool| {
+        let (mut d, mut ws) = distributor::new(
+            Config {
+                workers: 1,
+                credit: 8,
+            },
+            |p: &(u64, u64)| p.0,
+        )
+        .unwrap();
+        d.set_order_check(check);
+        d.distribute(&mut vec![(1, 0), (1, 1)]).unwrap();
+        let mut b = Vec::new();
+        ws[0].recv_burst(&mut b, 8).unwrap();
+        for p in &mut b {
+            p.0 = 9; // translated
+        }
+        ws[0].done_burst(&mut b).unwrap();
+        let mut out = Vec::new();
+        catch_unwind(AssertUnwindSafe(move || {
+            d.collect(&mut out);
+            out
+        }))
+    };
+    assert!(run(true).is_err(), "a changed tag looks like a reorder");
+    assert_eq!(run(false).ok(), Some(vec![(9, 0), (9, 1)]));
+}
+
 /// Item 5: a worker dropped without `leave` went unnoticed: packets kept going into its
 /// ring, `flush` timed out forever, `rejoin` said `Active`. Now its drop is an implicit
 /// leave: what it never received is redistributed in order, what it held is counted lost.

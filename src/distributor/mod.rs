@@ -433,6 +433,8 @@ pub struct Distributor<T, F> {
     stats: GroupHandle<5>,
     stats_group: Arc<CounterGroup<5>>,
     worker_stats: Arc<CounterGroup<5>>,
+    /// Whether hand-backs are checked against the tag sent at their position.
+    check_order: bool,
 }
 
 /// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
@@ -525,6 +527,7 @@ where
         stats: stats_group.handle(),
         stats_group,
         worker_stats,
+        check_order: true,
     };
     Ok((dist, workers))
 }
@@ -640,6 +643,7 @@ where
             backlog,
             stats,
             tag,
+            check_order,
             ..
         } = self;
         let lane = &mut lanes[w];
@@ -659,7 +663,8 @@ where
                 lane.advance(got);
                 avail -= got;
                 let burst = &returned[start..];
-                if cfg!(debug_assertions) {
+                if !*check_order {
+                } else if cfg!(debug_assertions) {
                     for (k, p) in burst.iter().enumerate() {
                         lane.check(w, at + k as u64, tag(p));
                     }
@@ -691,9 +696,12 @@ where
                 Ret::Unprocessed { at, pkt } => {
                     lane.frozen = true;
                     lane.cursor += 1;
-                    let t = tag(&pkt);
+                    // Kept before the user's `tag` runs: if it panics, the packet is not lost.
                     lane.leaving.push(pkt);
-                    lane.check(w, at, t);
+                    if *check_order {
+                        let t = tag(lane.leaving.last().expect("just pushed"));
+                        lane.check(w, at, t);
+                    }
                 }
                 Ret::Lost { n, .. } => {
                     lane.advance(n);
@@ -731,6 +739,9 @@ where
         };
         let mut parked = parked;
         parked.rx.pop_burst_into(&mut unprocessed, usize::MAX);
+        // Packets routed to this worker but not yet pushed (a `tag` panic ended the call
+        // that routed them) are the newest of its stream: they follow the ring's.
+        unprocessed.append(&mut lane.staged);
         // Everything sent to the worker is now accounted for: handed back before it left,
         // handed back unprocessed, or recovered from its ring. The next worker on this lane
         // starts its stream at `sent`.
@@ -772,7 +783,10 @@ where
     /// offset that rotates from burst to burst, so the check costs one `tag` call per burst
     /// (a worker that reorders repeatedly is caught within a few bursts; one that reorders
     /// once may pass unnoticed in release). Drops and reschedules carry no packet with the
-    /// original tag and are counted, not checked. Also panics if `tag` panics.
+    /// original tag and are counted, not checked. The check needs a packet's tag to be the
+    /// same when it comes back as when it was sent: a worker that rewrites the fields the
+    /// tag reads trips it, so such pipelines turn it off with
+    /// [`set_order_check`](Self::set_order_check). Also panics if `tag` panics.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -980,6 +994,31 @@ where
             control: Arc::clone(&lane.control),
             stats: self.worker_stats.handle(),
         })
+    }
+
+    /// Turns the hand-back order check (see [`distribute`](Self::distribute)'s panics) on
+    /// or off; it is on by default. The check compares the tag of a packet handed back with
+    /// the tag of the packet sent at that position, so it needs the tag to be the same when
+    /// the packet comes back. Turn it off if workers legitimately rewrite the fields the
+    /// `tag` closure reads before [`Worker::done`] (address translation, for instance); the
+    /// distributor then trusts workers to hand packets back in order, and saves the `tag`
+    /// calls the check makes.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.set_order_check(false);
+    /// d.distribute(&mut vec![10]).unwrap();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// b[0] = 11; // the worker rewrote the field the tag reads
+    /// ws[0].done_burst(&mut b).unwrap();
+    /// let mut out = Vec::new();
+    /// d.collect(&mut out);
+    /// assert_eq!(out, [11]);
+    /// ```
+    pub fn set_order_check(&mut self, on: bool) {
+        self.check_order = on;
     }
 
     /// Number of active workers.

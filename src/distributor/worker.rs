@@ -223,6 +223,11 @@ impl<T> Worker<T> {
 
     /// Hands back a processed packet (completes the oldest packet held).
     ///
+    /// The packet's tag should be the one it was received with: the distributor's order
+    /// check compares them (see [`Distributor::set_order_check`](super::Distributor::set_order_check)
+    /// for workers that rewrite the tagged fields; [`reschedule`](Self::reschedule) is the
+    /// way to send a packet on to another flow).
+    ///
     /// # Errors
     ///
     /// [`NotHeld`] (with the packet) if this worker holds no packet.
@@ -411,7 +416,9 @@ impl<T> Worker<T> {
 impl<T> Drop for Worker<T> {
     /// The implicit leave (see the type's docs): packets still held are counted as lost,
     /// the leave marker follows, and the ring ends are parked for the distributor, which
-    /// recovers what this worker never received. Runs no user code.
+    /// recovers what this worker never received. Runs no user code while the distributor
+    /// lives; if the distributor is gone, the packets still in this worker's rings are
+    /// dropped here (their `Drop` runs).
     fn drop(&mut self) {
         if self.held > 0 {
             let n = self.held as u64;
