@@ -95,3 +95,51 @@ fn leftovers_dropped_exactly_once() {
         assert_eq!(drops.load(Ordering::Relaxed), 2);
     });
 }
+
+/// Lazy release: single pops on a 4-slot ring release their slots in pairs (and before the
+/// consumer looks for more items), while the producer pushes 6 items one by one, so it
+/// has to wait for released room. Checked: order, count, no unsynchronised slot access (a
+/// slot reused before its pop was released would be flagged), and no lost wake-up (the
+/// model finishes: a producer waiting for room always gets it).
+#[test]
+fn single_pops_released_in_batches_keep_order() {
+    loom::model(|| {
+        let (mut tx, mut rx) = spsc::with_release_batch::<u32>(4, 0, 2).unwrap();
+        let p = thread::spawn(move || {
+            for i in 0..6 {
+                while tx.push(i).is_err() {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut got = Vec::new();
+        while got.len() < 6 {
+            match rx.pop() {
+                Some(v) => got.push(v),
+                None => thread::yield_now(),
+            }
+        }
+        p.join().unwrap();
+        assert_eq!(got, [0, 1, 2, 3, 4, 5]);
+    });
+}
+
+/// A consumer dropped with single pops not yet released: the final drop sees its real
+/// index, so the items it popped are not dropped again and the others are dropped once.
+#[test]
+fn consumer_dropped_with_pending_release_drops_leftovers_once() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (mut tx, mut rx) = spsc::with_release_batch::<Counted>(4, 0, 4).unwrap();
+        for _ in 0..3 {
+            assert!(tx.push(Counted(drops.clone())).is_ok());
+        }
+        let c = thread::spawn(move || {
+            drop(rx.pop());
+            drop(rx);
+        });
+        drop(tx);
+        c.join().unwrap();
+        assert_eq!(drops.load(Ordering::Relaxed), 3);
+    });
+}

@@ -2,12 +2,24 @@
 //! producer on CPU 0, consumer on CPU 1, bursts of 1, 8 and 32 (DPDK's `ring_perf` shape:
 //! the producer loops until its whole batch is in; the consumer takes up to a burst). The
 //! consumer sums what it receives and the sum is checked.
+//!
+//! flowline and rtrb are driven through the same code shape: single `push`/`pop` at burst
+//! 1, write and read chunks (one index publication per chunk on each side) for bursts. At
+//! burst 1 each runs in two handle placements: `_stack` (each handle moved onto its
+//! thread's stack) and `_boxed` (both handles boxed one after the other on the main thread,
+//! so they sit side by side on the heap, as in a struct that holds both). `raw` (burst 32)
+//! is the streaming bound of the two cores: a 64 Ki-item buffer moved in 4 KiB chunks, one
+//! index store per chunk each way, as DPDK's `raw_xfer_chunk4k_ring64k`.
+//! `spsc_pingpong` is the one-item round trip over two rings (lower is better).
 
 use std::collections::VecDeque;
 use std::hint::spin_loop;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
 
 use crate::harness::{pair, Impl, Metric, Report};
 
@@ -78,13 +90,232 @@ pub fn flowline(n: u64, burst: usize) -> f64 {
             },
         )
     } else {
+        // Chunks on both sides, as rtrb below: reserve, copy in place, commit.
         measure(
             n,
             burst,
-            move |b| tx.push_burst(b),
-            move |out| rx.pop_burst(out),
+            move |b| {
+                let mut chunk = tx.write_chunk(b.len());
+                let k = chunk.len();
+                let (s1, s2) = chunk.as_mut_slices();
+                let (b1, b2) = b[..k].split_at(s1.len());
+                copy_uninit(s1, b1);
+                copy_uninit(s2, b2);
+                // SAFETY: all k slots of the chunk were written just above.
+                unsafe { chunk.commit(k) };
+                k
+            },
+            move |out| {
+                let chunk = rx.read_chunk(out.len());
+                let k = chunk.len();
+                let (s1, s2) = chunk.as_slices();
+                out[..s1.len()].copy_from_slice(s1);
+                out[s1.len()..k].copy_from_slice(s2);
+                chunk.commit_all();
+                k
+            },
         )
     }
+}
+
+/// Where the ring handles live while a single-item run uses them.
+#[derive(Clone, Copy)]
+pub enum Placement {
+    /// Each handle moved onto its thread's stack.
+    Stack,
+    /// Both handles boxed one after the other on the main thread (side by side on the
+    /// heap), each thread using its box.
+    Boxed,
+}
+
+/// One single-item repetition with the handles in `placement`: the producer pushes
+/// 0..n one at a time (retrying while full), the consumer pops until it has n (retrying
+/// while empty); returns Mitems/s from the common start to the consumer's last item.
+pub fn single<P: Send, C: Send>(
+    n: u64,
+    tx: P,
+    rx: C,
+    placement: Placement,
+    push: fn(&mut P, u64) -> bool,
+    pop: fn(&mut C) -> Option<u64>,
+) -> f64 {
+    fn produce<P>(tx: &mut P, n: u64, push: fn(&mut P, u64) -> bool) {
+        for i in 0..n {
+            while !push(tx, i) {
+                spin_loop();
+            }
+        }
+    }
+    fn consume<C>(rx: &mut C, n: u64, pop: fn(&mut C) -> Option<u64>) -> (Duration, u64) {
+        let t = Instant::now();
+        let (mut got, mut sum) = (0u64, 0u64);
+        while got < n {
+            match pop(rx) {
+                Some(v) => {
+                    sum = sum.wrapping_add(v);
+                    got += 1;
+                }
+                None => spin_loop(),
+            }
+        }
+        (t.elapsed(), sum)
+    }
+    let (elapsed, sum) = match placement {
+        Placement::Stack => {
+            pair(
+                move || {
+                    let mut tx = tx;
+                    produce(&mut tx, n, push)
+                },
+                move || {
+                    let mut rx = rx;
+                    consume(&mut rx, n, pop)
+                },
+            )
+            .1
+        }
+        Placement::Boxed => {
+            let (mut tx, mut rx) = (Box::new(tx), Box::new(rx));
+            pair(
+                move || produce(&mut *tx, n, push),
+                move || consume(&mut *rx, n, pop),
+            )
+            .1
+        }
+    };
+    assert_eq!(sum, n * (n - 1) / 2, "consumer's checksum");
+    n as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+pub fn flowline_single(n: u64, placement: Placement) -> f64 {
+    let (tx, rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+    single(n, tx, rx, placement, |t, v| t.push(v).is_ok(), |r| r.pop())
+}
+
+pub fn rtrb_single(n: u64, placement: Placement) -> f64 {
+    let (tx, rx) = rtrb::RingBuffer::<u64>::new(RING);
+    single(
+        n,
+        tx,
+        rx,
+        placement,
+        |t, v| t.push(v).is_ok(),
+        |r| r.pop().ok(),
+    )
+}
+
+/// One-item round trip: CPU 0 pushes an item into ring A and waits for it to come back
+/// through ring B, pushed by CPU 1; returns ns per round trip. Handles on each thread's
+/// stack.
+pub fn pingpong<P: Send, C: Send>(
+    rounds: u64,
+    a: (P, C),
+    b: (P, C),
+    push: fn(&mut P, u64) -> bool,
+    pop: fn(&mut C) -> Option<u64>,
+) -> f64 {
+    let ((atx, arx), (btx, brx)) = (a, b);
+    let (elapsed, ()) = pair(
+        move || {
+            let (mut tx, mut rx) = (atx, brx);
+            let t = Instant::now();
+            for i in 0..rounds {
+                assert!(push(&mut tx, i), "ping ring full");
+                loop {
+                    match pop(&mut rx) {
+                        Some(v) => {
+                            assert_eq!(v, i);
+                            break;
+                        }
+                        None => spin_loop(),
+                    }
+                }
+            }
+            t.elapsed()
+        },
+        move || {
+            let (mut tx, mut rx) = (btx, arx);
+            for _ in 0..rounds {
+                let v = loop {
+                    match pop(&mut rx) {
+                        Some(v) => break v,
+                        None => spin_loop(),
+                    }
+                };
+                assert!(push(&mut tx, v), "pong ring full");
+            }
+        },
+    );
+    elapsed.as_nanos() as f64 / rounds as f64
+}
+
+/// The two-core streaming bound (see the module docs): Mitems/s.
+pub fn raw(n: u64) -> f64 {
+    const CHUNK: usize = 4096 / 8;
+    const CHUNKS: usize = 128; // 64 Ki items
+    struct Shared {
+        buf: Vec<std::cell::UnsafeCell<u64>>,
+        prod: CachePadded<AtomicU64>,
+        cons: CachePadded<AtomicU64>,
+    }
+    // SAFETY: a chunk is written by the producer only while the consumer's `cons` says it
+    // is free, and read by the consumer only after the producer's `prod` (Release/Acquire)
+    // says it is written, so no cell is accessed by both threads at once.
+    unsafe impl Sync for Shared {}
+    let sh = Shared {
+        buf: (0..CHUNK * CHUNKS)
+            .map(|_| std::cell::UnsafeCell::new(0))
+            .collect(),
+        prod: CachePadded::new(AtomicU64::new(0)),
+        cons: CachePadded::new(AtomicU64::new(0)),
+    };
+    let chunks = n / CHUNK as u64;
+    let sh = &sh;
+    let ((), (elapsed, sum)) = pair(
+        move || {
+            let mut free_to = CHUNKS as u64;
+            for k in 0..chunks {
+                while k >= free_to {
+                    // Acquire: the consumer's reads of the chunk happen before it is reused.
+                    free_to = sh.cons.load(Ordering::Acquire) + CHUNKS as u64;
+                    if k >= free_to {
+                        spin_loop();
+                    }
+                }
+                let base = (k as usize % CHUNKS) * CHUNK;
+                for i in 0..CHUNK {
+                    // SAFETY: chunk k is free (checked above) and only this thread writes it.
+                    unsafe { *sh.buf[base + i].get() = k * CHUNK as u64 + i as u64 };
+                }
+                // Release: the chunk's writes happen before the consumer sees it.
+                sh.prod.store(k + 1, Ordering::Release);
+            }
+        },
+        move || {
+            let t = Instant::now();
+            let (mut avail, mut sum) = (0u64, 0u64);
+            for k in 0..chunks {
+                while avail <= k {
+                    // Acquire: pairs with the producer's Release store of `prod`.
+                    avail = sh.prod.load(Ordering::Acquire);
+                    if avail <= k {
+                        spin_loop();
+                    }
+                }
+                let base = (k as usize % CHUNKS) * CHUNK;
+                for i in 0..CHUNK {
+                    // SAFETY: chunk k is published (Acquire above) and not yet released.
+                    sum = sum.wrapping_add(unsafe { *sh.buf[base + i].get() });
+                }
+                // Release: this end's reads happen before the producer rewrites the chunk.
+                sh.cons.store(k + 1, Ordering::Release);
+            }
+            (t.elapsed(), sum)
+        },
+    );
+    let items = chunks * CHUNK as u64;
+    assert_eq!(sum, items * (items - 1) / 2, "raw consumer's checksum");
+    items as f64 / elapsed.as_secs_f64() / 1e6
 }
 
 fn rtrb(n: u64, burst: usize) -> f64 {
@@ -213,34 +444,109 @@ pub fn mutex(n: u64, burst: usize) -> f64 {
 }
 
 pub fn run(r: &mut Report) {
+    let items = [Metric {
+        suffix: "",
+        unit: "Mitems/s",
+        higher_is_better: true,
+    }];
     for burst in [1usize, 8, 32] {
         let n: u64 = match (r.quick, burst) {
             (true, _) => 100_000,
-            (false, 1) => 4 << 20,
+            (false, 1) => 8 << 20,
             (false, _) => 16 << 20,
         };
         let name = format!("spsc_r{RING}_burst{burst}");
-        let impls: Vec<Impl> = vec![
-            ("flowline", Box::new(move || vec![flowline(n, burst)])),
-            ("rtrb", Box::new(move || vec![rtrb(n, burst)])),
-            ("crossbeam", Box::new(move || vec![crossbeam(n, burst)])),
-            ("std", Box::new(move || vec![std_channel(n, burst)])),
-            ("mutex", Box::new(move || vec![mutex(n, burst)])),
-        ];
-        r.scenario(
-            &name,
-            &[Metric {
-                suffix: "",
-                unit: "Mitems/s",
-                higher_is_better: true,
-            }],
-            impls,
-            &[
+        let mut impls: Vec<Impl> = if burst == 1 {
+            vec![
+                (
+                    "flowline_stack",
+                    Box::new(move || vec![flowline_single(n, Placement::Stack)]),
+                ),
+                (
+                    "rtrb_stack",
+                    Box::new(move || vec![rtrb_single(n, Placement::Stack)]),
+                ),
+                (
+                    "flowline_boxed",
+                    Box::new(move || vec![flowline_single(n, Placement::Boxed)]),
+                ),
+                (
+                    "rtrb_boxed",
+                    Box::new(move || vec![rtrb_single(n, Placement::Boxed)]),
+                ),
+            ]
+        } else {
+            vec![
+                ("flowline", Box::new(move || vec![flowline(n, burst)])),
+                ("rtrb", Box::new(move || vec![rtrb(n, burst)])),
+            ]
+        };
+        impls.push(("crossbeam", Box::new(move || vec![crossbeam(n, burst)])));
+        impls.push(("std", Box::new(move || vec![std_channel(n, burst)])));
+        impls.push(("mutex", Box::new(move || vec![mutex(n, burst)])));
+        let mut ratios = if burst == 1 {
+            vec![
+                ("flowline_stack", "rtrb_stack"),
+                ("flowline_boxed", "rtrb_boxed"),
+                ("flowline_stack", "flowline_boxed"),
+                ("flowline_stack", "crossbeam"),
+                ("flowline_stack", "std"),
+                ("flowline_stack", "mutex"),
+            ]
+        } else {
+            vec![
                 ("flowline", "rtrb"),
                 ("flowline", "crossbeam"),
                 ("flowline", "std"),
                 ("flowline", "mutex"),
-            ],
-        );
+            ]
+        };
+        if burst == 32 {
+            let m = if r.quick { 1 << 20 } else { 64 << 20 };
+            impls.push(("raw", Box::new(move || vec![raw(m)])));
+            ratios.push(("flowline", "raw"));
+        }
+        r.scenario(&name, &items, impls, &ratios);
     }
+    let rounds: u64 = if r.quick { 10_000 } else { 400_000 };
+    type Ends<P, C> = ((P, C), (P, C));
+    r.scenario(
+        "spsc_pingpong",
+        &[Metric {
+            suffix: "",
+            unit: "ns",
+            higher_is_better: false,
+        }],
+        vec![
+            (
+                "flowline",
+                Box::new(move || {
+                    let c = || flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+                    let ends: Ends<_, _> = (c(), c());
+                    vec![pingpong(
+                        rounds,
+                        ends.0,
+                        ends.1,
+                        |t, v| t.push(v).is_ok(),
+                        |r| r.pop(),
+                    )]
+                }),
+            ),
+            (
+                "rtrb",
+                Box::new(move || {
+                    let c = || rtrb::RingBuffer::<u64>::new(RING);
+                    let ends: Ends<_, _> = (c(), c());
+                    vec![pingpong(
+                        rounds,
+                        ends.0,
+                        ends.1,
+                        |t, v| t.push(v).is_ok(),
+                        |r| r.pop().ok(),
+                    )]
+                }),
+            ),
+        ],
+        &[("flowline", "rtrb")],
+    );
 }

@@ -713,6 +713,9 @@ where
                 }
             }
         }
+        // Single pops release control-ring slots lazily; the worker sizes that ring for the
+        // entries the distributor has not read, so give back every slot read here now.
+        lane.rx.release_pending();
         if left {
             self.take_leave(w);
         }

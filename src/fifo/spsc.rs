@@ -30,8 +30,28 @@
 //! | burst (as many as fit) | [`push_burst`](Producer::push_burst) (`T: Copy`), [`push_burst_iter`](Producer::push_burst_iter) | [`pop_burst`](Consumer::pop_burst) (`T: Copy`), [`pop_burst_into`](Consumer::pop_burst_into) |
 //! | bulk (all or nothing) | [`push_bulk`](Producer::push_bulk) (`T: Copy`), [`push_bulk_iter`](Producer::push_bulk_iter) | [`pop_bulk`](Consumer::pop_bulk) (`T: Copy`), [`pop_bulk_into`](Consumer::pop_bulk_into) |
 //! | zero-copy | [`write_chunk`](Producer::write_chunk) | [`read_chunk`](Consumer::read_chunk) |
+//! | release now | (every call publishes) | [`release_pending`](Consumer::release_pending) |
 //!
 //! Items still in the ring when both ends are gone are dropped exactly once.
+//!
+//! # Lazy release
+//!
+//! The producer's publication of new items is immediate: every `push` (and every burst or
+//! chunk commit) stores its index, so a waiting consumer sees an item as soon as it is in.
+//! The consumer's release of slots is immediate for bursts, bulk pops and read chunks (one
+//! store per call), but single [`pop`](Consumer::pop)s release their slots in groups of
+//! [`release_batch_for`]`(slots)` (an eighth of the ring, at most 128; rings of up to 15
+//! slots release every pop), and in any case before the consumer reads the producer's index
+//! for more items, in [`release_pending`](Consumer::release_pending), and when it is
+//! dropped. So the consumer writes its index line once per group instead of once per item,
+//! and a producer that finds the ring full reads a line that changes once per group, not
+//! one it steals from the consumer on every pop.
+//!
+//! The cost: after single pops, the producer may see up to `release_batch - 1` fewer free
+//! slots than there are (its [`len`](Producer::len), [`free`](Producer::free) and `push`
+//! results count them as occupied) until the consumer releases them. Nothing waits on it:
+//! a consumer that keeps popping releases them, and one that finds the ring empty releases
+//! them before it looks again.
 //!
 //! # Example
 //!
@@ -96,7 +116,50 @@ pub fn with_start_index<T>(
     capacity: usize,
     start: usize,
 ) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    build(capacity, start, None)
+}
+
+/// **Testing only, not for production:** as [`with_start_index`], with single pops
+/// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of the
+/// default ([`release_batch_for`]), so that tests can exercise lazy release on small rings.
+/// Hidden from the docs and outside any semver promise.
+#[doc(hidden)]
+pub fn with_release_batch<T>(
+    capacity: usize,
+    start: usize,
+    release_batch: usize,
+) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    build(capacity, start, Some(release_batch))
+}
+
+/// How many slots single pops consume before releasing them to the producer, for a ring of
+/// `slots` slots: an eighth of the ring, at most 128, at least 1 (rings of up to 15 slots
+/// release every pop). See "Lazy release" in the module docs.
+///
+/// ```
+/// use flowline::fifo::spsc::release_batch_for;
+/// assert_eq!((release_batch_for(8), release_batch_for(1024), release_batch_for(1 << 20)), (1, 128, 128));
+/// ```
+pub const fn release_batch_for(slots: usize) -> usize {
+    let b = slots / 8;
+    if b == 0 {
+        1
+    } else if b > 128 {
+        128
+    } else {
+        b
+    }
+}
+
+fn build<T>(
+    capacity: usize,
+    start: usize,
+    release_batch: Option<usize>,
+) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
+    let release_batch = release_batch
+        .unwrap_or(release_batch_for(slots))
+        .clamp(1, slots);
     let mut v: Vec<MaybeUninit<T>> = Vec::new();
     v.try_reserve_exact(slots)
         .map_err(|_| CapacityError::AllocFailed {
@@ -129,6 +192,8 @@ pub fn with_start_index<T>(
         mask: slots - 1,
         head: start,
         cached_tail: start,
+        released: start,
+        release_batch,
         shared,
     };
     Ok((producer, consumer))
@@ -225,6 +290,11 @@ pub struct Consumer<T> {
     head: usize,
     /// Last value of `tail` read from the producer's line.
     cached_tail: usize,
+    /// The `head` value last stored to the shared line; single pops leave `head` ahead of
+    /// it by less than `release_batch`.
+    released: usize,
+    /// Single pops release their slots in groups of this many (1: every pop).
+    release_batch: usize,
     shared: Arc<Shared<T>>,
 }
 
@@ -649,6 +719,9 @@ impl<T> Consumer<T> {
         if avail >= want {
             return avail;
         }
+        // About to read the producer's line: release what single pops consumed first, so a
+        // producer waiting for room sees it no later than this end looks for more items.
+        self.release_pending();
         // Acquire: pairs with the producer's Release store of `tail`, so its slot writes are
         // visible before this end reads them.
         self.cached_tail = self.shared.tail.load(Ordering::Acquire);
@@ -668,13 +741,52 @@ impl<T> Consumer<T> {
         unsafe { self.buf.add(index & self.mask) }
     }
 
-    /// Releases `n` consumed slots to the producer.
+    /// Releases `n` consumed slots to the producer (with any that single pops consumed
+    /// before): one store to this end's index line.
     #[inline(always)]
     fn release(&mut self, n: usize) {
         self.head = self.head.wrapping_add(n);
+        self.publish_head();
+    }
+
+    #[inline(always)]
+    fn publish_head(&mut self) {
+        self.released = self.head;
         // Release: pairs with the producer's Acquire load of `head`, so this end's reads of
         // the released slots happen before the producer reuses them.
         self.shared.head.store(self.head, Ordering::Release);
+    }
+
+    /// Consumes the slot at `head` for a single pop: released to the producer once
+    /// `release_batch` slots are pending (or earlier, see [`release_pending`]).
+    ///
+    /// [`release_pending`]: Self::release_pending
+    #[inline(always)]
+    fn consume_one(&mut self) {
+        self.head = self.head.wrapping_add(1);
+        if self.head.wrapping_sub(self.released) >= self.release_batch {
+            self.publish_head();
+        }
+    }
+
+    /// Releases to the producer the slots that single [`pop`](Self::pop)s consumed and
+    /// have not released yet (see "Lazy release" in the [module docs](self)). Bursts,
+    /// chunks, an empty ring and dropping this end do it on their own; call it when this
+    /// end stops popping for a while and the producer should see the room now.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(1024).unwrap();
+    /// tx.push_burst(&[0; 1024]);
+    /// rx.pop().unwrap();
+    /// assert!(tx.is_full()); // the slot is not released yet
+    /// rx.release_pending();
+    /// assert!(tx.push(1).is_ok());
+    /// ```
+    #[inline]
+    pub fn release_pending(&mut self) {
+        if self.released != self.head {
+            self.publish_head();
+        }
     }
 
     /// Takes the oldest item, if any.
@@ -695,7 +807,7 @@ impl<T> Consumer<T> {
         // yet consumed; reading it moves the item out, and `release` marks the slot free so
         // it is never read or dropped again.
         let v = unsafe { (*self.slot(self.head)).assume_init_read() };
-        self.release(1);
+        self.consume_one();
         Some(v)
     }
 
@@ -936,6 +1048,8 @@ impl<T> Consumer<T> {
 
 impl<T> Drop for Consumer<T> {
     fn drop(&mut self) {
+        // The final index: `Shared::drop` drops what lies between it and `tail`.
+        self.release_pending();
         // Release: pairs with the producer's Acquire in `is_abandoned`.
         self.shared.consumer_gone.store(true, Ordering::Release);
     }
