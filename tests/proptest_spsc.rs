@@ -137,7 +137,8 @@ proptest! {
                     if a > 0 {
                         cached -= 1;
                         pending += 1;
-                        if pending >= batch { pending = 0; }
+                        // A group is full, or the pop took the last item the consumer saw.
+                        if pending >= batch || cached == 0 { pending = 0; }
                     }
                 }
                 Op::Peek => {

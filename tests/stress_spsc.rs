@@ -109,3 +109,75 @@ fn eight_pairs_oversubscribed() {
         h.join().unwrap();
     }
 }
+
+/// Lazy release must not stall a producer that waits for the consumer to drain what it
+/// saw (a drain barrier): popping the last item seen releases everything pending.
+#[test]
+fn lazy_release_does_not_stall_a_drain_barrier() {
+    let (mut tx, mut rx) = spsc::channel::<u32>(1024).unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let p = std::thread::spawn(move || {
+        for i in 0..10 {
+            tx.push(i).unwrap();
+        }
+        let t = std::time::Instant::now();
+        while !tx.is_empty() {
+            assert!(
+                t.elapsed().as_secs() < 10,
+                "producer never saw the ring drained"
+            );
+            std::hint::spin_loop();
+        }
+        done_tx.send(()).unwrap();
+    });
+    let mut got = 0;
+    while got < 10 {
+        if rx.pop().is_some() {
+            got += 1;
+        }
+    }
+    // Waits for the producer's signal without touching the ring again.
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the drain barrier never completed");
+    p.join().unwrap();
+}
+
+/// The pattern the docs single out: two threads forwarding to each other over two full
+/// rings, popping one item and then waiting for room in the other ring. With
+/// `release_pending` before the wait (as documented), items keep circulating.
+#[test]
+fn forwarding_cycle_over_full_rings_runs_with_release_pending() {
+    const CAP: usize = 64;
+    let (mut a_tx, a_rx) = spsc::channel::<u32>(CAP).unwrap();
+    let (mut b_tx, b_rx) = spsc::channel::<u32>(CAP).unwrap();
+    for i in 0..CAP as u32 {
+        a_tx.push(i).unwrap();
+        b_tx.push(i).unwrap();
+    }
+    let forward = |mut rx: spsc::Consumer<u32>, mut tx: spsc::Producer<u32>| {
+        std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            for _ in 0..20_000 {
+                let v = loop {
+                    if let Some(v) = rx.pop() {
+                        break v;
+                    }
+                    std::hint::spin_loop();
+                };
+                rx.release_pending();
+                let mut v = v;
+                while let Err(back) = tx.push(v) {
+                    v = back;
+                    assert!(t.elapsed().as_secs() < 20, "forwarding cycle stalled");
+                    std::hint::spin_loop();
+                }
+            }
+            (rx, tx)
+        })
+    };
+    let x = forward(a_rx, b_tx);
+    let y = forward(b_rx, a_tx);
+    x.join().unwrap();
+    y.join().unwrap();
+}

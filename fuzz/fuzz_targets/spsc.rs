@@ -82,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(got, model.pop_front());
                     cached -= 1;
                     pending += 1;
-                    if pending >= batch {
+                    if pending >= batch || cached == 0 {
                         pending = 0;
                     }
                 } else {

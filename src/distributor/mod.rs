@@ -647,6 +647,9 @@ where
             ..
         } = self;
         let lane = &mut lanes[w];
+        // Control-ring slots read by a poll that a panic (the user's `tag`, the order
+        // check) cut short are released here at the latest (see the end of this function).
+        lane.rx.release_pending();
         // Processed packets visible now. Read first: every control entry the worker posted
         // before the last of them is visible to the reads of the control ring below.
         let mut avail = lane.done_rx.refresh() as u64;

@@ -41,17 +41,23 @@
 //! The consumer's release of slots is immediate for bursts, bulk pops and read chunks (one
 //! store per call), but single [`pop`](Consumer::pop)s release their slots in groups of
 //! [`release_batch_for`]`(slots)` (an eighth of the ring, at most 128; rings of up to 15
-//! slots release every pop), and in any case before the consumer reads the producer's index
-//! for more items, in [`release_pending`](Consumer::release_pending), and when it is
-//! dropped. So the consumer writes its index line once per group instead of once per item,
-//! and a producer that finds the ring full reads a line that changes once per group, not
-//! one it steals from the consumer on every pop.
+//! slots release every pop), and in any case when a pop takes the last item the consumer
+//! knows of, before it reads the producer's index for more, in
+//! [`release_pending`](Consumer::release_pending), and when it is dropped. So the consumer
+//! writes its index line once per group instead of once per item, and a producer that
+//! finds the ring full reads a line that changes once per group, not one it steals from
+//! the consumer on every pop.
 //!
 //! The cost: after single pops, the producer may see up to `release_batch - 1` fewer free
 //! slots than there are (its [`len`](Producer::len), [`free`](Producer::free) and `push`
-//! results count them as occupied) until the consumer releases them. Nothing waits on it:
-//! a consumer that keeps popping releases them, and one that finds the ring empty releases
-//! them before it looks again.
+//! results count them as occupied; the consumer's own `len`, `free` and `is_full` count
+//! them as free) until the consumer releases them. A consumer that keeps popping releases
+//! them, and so does one that pops everything it has seen. **One pattern needs a call:** a
+//! thread that stops popping while items it has seen remain, and then waits for the
+//! producer to have room (for instance two threads forwarding to each other over two full
+//! rings, each popping one item and then spinning on `push` into the other ring), must call
+//! [`release_pending`](Consumer::release_pending) before it waits, or both may wait
+//! forever.
 //!
 //! # Example
 //!
@@ -286,7 +292,8 @@ unsafe impl<T: Send> Send for Producer<T> {}
 pub struct Consumer<T> {
     buf: *mut MaybeUninit<T>,
     mask: usize,
-    /// This end's own index (the published `head` equals it between calls).
+    /// This end's own index (the published `head` trails it by less than
+    /// `release_batch` between calls: see "Lazy release").
     head: usize,
     /// Last value of `tail` read from the producer's line.
     cached_tail: usize,
@@ -764,15 +771,20 @@ impl<T> Consumer<T> {
     #[inline(always)]
     fn consume_one(&mut self) {
         self.head = self.head.wrapping_add(1);
-        if self.head.wrapping_sub(self.released) >= self.release_batch {
+        // Also release when this pop took the last item this end knows of: a consumer that
+        // pops what it saw and then waits for something else leaves nothing pending.
+        if self.head.wrapping_sub(self.released) >= self.release_batch
+            || self.head == self.cached_tail
+        {
             self.publish_head();
         }
     }
 
     /// Releases to the producer the slots that single [`pop`](Self::pop)s consumed and
     /// have not released yet (see "Lazy release" in the [module docs](self)). Bursts,
-    /// chunks, an empty ring and dropping this end do it on their own; call it when this
-    /// end stops popping for a while and the producer should see the room now.
+    /// committed chunks, a pop of the last item this end has seen and dropping this end do
+    /// it on their own; call it when this end stops popping while items remain and then
+    /// waits for the producer to have room.
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(1024).unwrap();
@@ -804,7 +816,7 @@ impl<T> Consumer<T> {
         }
         self.shared.tracker.read(self.head & self.mask);
         // SAFETY: the slot at `head` was published by the producer (Acquire above) and not
-        // yet consumed; reading it moves the item out, and `release` marks the slot free so
+        // yet consumed; reading it moves the item out, and `head` moves past it so
         // it is never read or dropped again.
         let v = unsafe { (*self.slot(self.head)).assume_init_read() };
         self.consume_one();
