@@ -10,6 +10,7 @@
 //! | [`fifo::spsc`], [`fifo::mpsc`] | bounded packet rings: burst, bulk, zero-copy chunks, cached remote indices | one index-line transfer moves a whole burst; the remote index is read only when the cached copy runs out |
 //! | [`counter`] | per-writer sharded counters and counter groups | a shared `atomic_long_inc` capped 12 pktgen threads at 24 Mpps; each writer owns its line |
 //! | [`distributor`] | the reference flow-affinity distributor, built from the parts above | packets travel in per-worker rings, one index store per burst; flow state never leaves the distributor's thread |
+//! | [`lockmeter`] | a TTAS spinlock, and spinlock / `std` mutex wrappers metered per lock site, with a lockmeter-style table | where code still takes locks, contention is seen per site (hold, wait, UTIL, % CPU waiting) before it is guessed at; metering writes only the thread's own counter shard |
 //! | [`topology`] | CPU count, pinning, current CPU | a migrating hot-path thread takes its cache with it; benchmarks need fixed placement |
 //!
 //! ## Layers
@@ -50,5 +51,6 @@ pub mod cell;
 pub mod counter;
 pub mod distributor;
 pub mod fifo;
+pub mod lockmeter;
 pub mod slot;
 pub mod topology;

@@ -146,3 +146,65 @@ impl Backoff {
         }
     }
 }
+
+/// An `UnsafeCell` that loom can track: `core::cell::UnsafeCell` normally, a
+/// `loom::cell::UnsafeCell` under `cfg(loom)`, so loom reports accesses to the value that
+/// are not ordered by happens-before (a lock that does not exclude).
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T> {
+    #[cfg(not(loom))]
+    inner: core::cell::UnsafeCell<T>,
+    #[cfg(loom)]
+    inner: loom::cell::UnsafeCell<T>,
+}
+
+impl<T> UnsafeCell<T> {
+    /// A cell holding `value`.
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell {
+            inner: core::cell::UnsafeCell::new(value),
+        }
+    }
+
+    /// A cell holding `value`.
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Self {
+        UnsafeCell {
+            inner: loom::cell::UnsafeCell::new(value),
+        }
+    }
+
+    /// Runs `f` with a pointer for reading the value (loom records a read here).
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        #[cfg(not(loom))]
+        {
+            f(self.inner.get())
+        }
+        #[cfg(loom)]
+        {
+            self.inner.with(f)
+        }
+    }
+
+    /// Runs `f` with a pointer for writing the value (loom records a write here).
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        {
+            f(self.inner.get())
+        }
+        #[cfg(loom)]
+        {
+            self.inner.with_mut(f)
+        }
+    }
+
+    /// The value, by exclusive access.
+    #[inline]
+    pub(crate) fn into_inner(self) -> T {
+        self.inner.into_inner()
+    }
+}

@@ -16,6 +16,7 @@ mod cell;
 mod counter;
 mod dist;
 mod harness;
+mod lock;
 mod mpsc;
 mod spsc;
 
@@ -46,6 +47,7 @@ fn main() {
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
                 println!("           dist_1worker");
+                println!("           lock_uncontended lock_contended_2threads");
                 return;
             }
             f if f.starts_with('-') => {
@@ -64,5 +66,6 @@ fn main() {
     mpsc::run(&mut r);
     counter::run(&mut r);
     dist::run(&mut r);
+    lock::run_all(&mut r);
     r.print_table();
 }

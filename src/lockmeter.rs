@@ -1,0 +1,1272 @@
+//! Lock-contention metering, for code that still takes locks: see where the time goes
+//! before guessing.
+//!
+//! A kernel with lockmeter once showed why binding netperf to CPUs other than the ones
+//! taking the NIC's interrupts lost ~30% of transactions per second: 3% of CPU in spinlock
+//! contention, and which lock site it was. This module gives user code the same table:
+//!
+//! ```text
+//!  UTIL    CON     HOLD MEAN(   MAX)      WAIT MEAN(   MAX) (% CPU)      TOTAL NOWAIT  SPIN RJECT  NAME
+//! 29.5%   6.6%      0.5us( 148.0us)      0.9us( 143.0us) ( 0.49%)   37622512  93.4%  6.6%  0.0%  tcp_v4_rcv
+//! ```
+//!
+//! - [`SpinLock`]: a test-and-test-and-set spinlock with backoff (the waiter reads the lock
+//!   word and tries to take it only when it looks free, so waiters do not steal the line
+//!   from the holder on every spin).
+//! - [`MeteredSpinLock`] and [`MeteredMutex`] (over `std::sync::Mutex`): the same
+//!   guard-based API as the lock they wrap, metered per lock *site*: the call site of
+//!   `lock`/`try_lock` (`#[track_caller]`, shown as `file:line`), or one name for every
+//!   acquisition of the lock if it was made with `named`.
+//! - [`snapshot`] (the figures as [`SiteStats`]) and [`table`] (the lockmeter layout above,
+//!   sorted by contention).
+//!
+//! Per site: acquisitions (TOTAL), acquired without waiting (NOWAIT %), had to wait
+//! (SPIN / CON %), `try_lock` failures (RJECT %, of all attempts), hold time mean and max,
+//! wait time mean and max, utilisation (UTIL: the share of wall time since the site's first
+//! use that the lock was held from it), and the share of the machine's CPU time spent
+//! waiting at that site (% CPU: wait time over wall time times the CPU count).
+//!
+//! # Cost
+//!
+//! Each thread records into its own shard of the site's [`counter::CounterGroup`](crate::counter::CounterGroup)
+//! (found through a thread-local cache, no shared line), and the maxima are read before
+//! they are raised (a shared write only on a new maximum). An uncontended lock/unlock pair
+//! costs two timestamps and one shard update. Timestamps are the TSC on x86_64
+//! (`core::arch::x86_64::_rdtsc`, converted to ns with a rate calibrated once against
+//! `Instant`), `Instant` elsewhere and under Miri. With the const parameter `METERED =
+//! false` the wrappers compile to the bare lock: no timestamp, no site, nothing recorded.
+//! A site with more than 64 threads recording at once counts the extra threads on shared
+//! atomics.
+//!
+//! # Example
+//!
+//! ```
+//! use flowline::lockmeter::{self, MeteredMutex};
+//!
+//! // `METERED` defaults to `true`; a `let` without a type names it with `::<_>`.
+//! let queue = MeteredMutex::<_>::named("socket", Vec::new());
+//! queue.lock().unwrap().push(1u32);
+//! assert!(queue.try_lock().is_ok());
+//! let s = lockmeter::snapshot().into_iter().find(|s| s.name == "socket").unwrap();
+//! assert_eq!((s.total, s.nowait, s.rejected), (2, 2, 0));
+//! assert!(lockmeter::table().contains("socket"));
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::panic::Location;
+use std::sync::{LockResult, Mutex, OnceLock, PoisonError, TryLockError, TryLockResult};
+use std::time::Instant;
+
+use crate::counter::{CounterGroup, GroupHandle};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Backoff, UnsafeCell};
+use std::sync::Arc;
+
+// ---------------------------------------------------------------------------- spinlock
+
+/// A test-and-test-and-set spinlock with backoff (spin, then yield).
+///
+/// `lock` tries the atomic compare-and-swap only when a plain load shows the lock free, so waiting
+/// threads share the lock's line read-only instead of taking it from the holder on every
+/// spin. Not fair, no poisoning (a guard dropped while panicking still unlocks).
+///
+/// ```
+/// use flowline::lockmeter::SpinLock;
+/// let l = SpinLock::new(0u64);
+/// *l.lock() += 1;
+/// assert_eq!(*l.lock(), 1);
+/// assert!(l.try_lock().is_some());
+/// ```
+pub struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands `&mut T` to one thread at a time (the `locked` flag's Acquire
+// CAS / Release store order each holder's accesses after the previous holder's), so
+// sharing the lock between threads only moves `T` between them: `T: Send` suffices.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: owning the lock owns the `T`.
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    /// An unlocked lock holding `value`.
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::SpinLock::new("x");
+    /// assert_eq!(*l.lock(), "x");
+    /// ```
+    pub fn new(value: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Takes the lock, spinning (then yielding) while another thread holds it.
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::SpinLock::new(1);
+    /// let mut g = l.lock();
+    /// *g = 2;
+    /// ```
+    #[inline]
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        if let Some(g) = self.try_lock() {
+            return g;
+        }
+        self.lock_contended()
+    }
+
+    #[cold]
+    fn lock_contended(&self) -> SpinGuard<'_, T> {
+        let backoff = Backoff::new();
+        loop {
+            // Test: read (sharing the line, not taking it from the holder) while the lock
+            // looks taken, with growing spins, until the backoff reaches its yielding
+            // phase; from then on one try per yield. Relaxed: only a hint for when to try
+            // the CAS, whose Acquire does the ordering.
+            while self.locked.load(Ordering::Relaxed) && !backoff.is_completed() {
+                backoff.snooze();
+            }
+            // And set.
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// Takes the lock if it is free now.
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::SpinLock::new(());
+    /// let g = l.lock();
+    /// assert!(l.try_lock().is_none());
+    /// drop(g);
+    /// assert!(l.try_lock().is_some());
+    /// ```
+    #[inline]
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        // Acquire (success): pairs with the previous holder's Release store in
+        // `SpinGuard::drop`, so its accesses to the value happen before ours. Relaxed
+        // (failure): nothing is read through a failed try. (A CAS rather than a swap: the
+        // same locked instruction here, and loom models a spinning CAS as waiting.)
+        match self
+            .locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Some(SpinGuard { lock: self }),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether some thread holds the lock now (a snapshot).
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::SpinLock::new(());
+    /// let _g = l.lock();
+    /// assert!(l.is_locked());
+    /// ```
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+
+    /// The value, by exclusive access (no locking needed).
+    ///
+    /// ```
+    /// let mut l = flowline::lockmeter::SpinLock::new(5);
+    /// *l.get_mut() += 1;
+    /// assert_eq!(l.into_inner(), 6);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: `&mut self` excludes every guard and every other access.
+        self.value.with_mut(|p| unsafe { &mut *p })
+    }
+
+    /// The value, consuming the lock.
+    ///
+    /// ```
+    /// assert_eq!(flowline::lockmeter::SpinLock::new(7).into_inner(), 7);
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for SpinLock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_lock() {
+            Some(g) => f.debug_struct("SpinLock").field("value", &*g).finish(),
+            None => f
+                .debug_struct("SpinLock")
+                .field("value", &"<locked>")
+                .finish(),
+        }
+    }
+}
+
+/// Access to a [`SpinLock`]'s value; unlocks when dropped.
+///
+/// ```
+/// let l = flowline::lockmeter::SpinLock::new(vec![1]);
+/// l.lock().push(2);
+/// assert_eq!(l.lock().len(), 2);
+/// ```
+pub struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock (its Acquire CAS), so no other thread accesses
+        // the value until the guard's Release store; the borrow ends with the guard's.
+        self.lock.value.with(|p| unsafe { &*p })
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as for `deref`, and `&mut self` makes this the only borrow through the
+        // guard.
+        self.lock.value.with_mut(|p| unsafe { &mut *p })
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: pairs with the next holder's Acquire CAS, so this holder's accesses to
+        // the value happen before its.
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for SpinGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+// ---------------------------------------------------------------------------- clock
+
+/// Timestamps in ticks: the TSC on x86_64 (not under Miri), else ns since a process epoch.
+#[inline(always)]
+fn ticks() -> u64 {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        // SAFETY: `rdtsc` exists on every x86_64 CPU and has no preconditions.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    {
+        epoch().elapsed().as_nanos() as u64
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", not(miri))))]
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds per tick, measured once (about 10 ms against `Instant`) on x86_64.
+fn ns_per_tick() -> f64 {
+    static RATE: OnceLock<f64> = OnceLock::new();
+    *RATE.get_or_init(|| {
+        if cfg!(all(target_arch = "x86_64", not(miri))) {
+            let (i0, t0) = (Instant::now(), ticks());
+            while i0.elapsed().as_millis() < 10 {
+                std::hint::spin_loop();
+            }
+            let (ns, dt) = (i0.elapsed().as_nanos() as f64, ticks().wrapping_sub(t0));
+            if dt == 0 {
+                1.0
+            } else {
+                ns / dt as f64
+            }
+        } else {
+            1.0
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------- sites
+
+const TOTAL: usize = 0;
+const NOWAIT: usize = 1;
+const CONTENDED: usize = 2;
+const REJECTED: usize = 3;
+const HOLD: usize = 4;
+const WAIT: usize = 5;
+const NAMES: [&str; 6] = ["total", "nowait", "contended", "rejected", "hold", "wait"];
+/// Shards per site: threads beyond this many recording at once share `overflow`.
+const SHARDS: usize = 64;
+
+/// One lock site's figures, written by the threads that use it.
+struct Site {
+    name: String,
+    group: Arc<CounterGroup<6>>,
+    /// Counts of threads that found every shard taken (shared, rare).
+    overflow: [AtomicU64; 6],
+    hold_max: AtomicU64,
+    wait_max: AtomicU64,
+    /// Ticks when the earliest recorded use began (lowered by a record that began earlier
+    /// than every one before it: records arrive when holds end, not when waits start).
+    since: AtomicU64,
+}
+
+impl Site {
+    fn record(&self, h: Option<&mut GroupHandle<6>>, deltas: [u64; 6], began: u64) {
+        match h {
+            Some(h) => h.add_all(deltas),
+            None => {
+                for (o, d) in self.overflow.iter().zip(deltas) {
+                    if d != 0 {
+                        // Relaxed: a statistic, read as a snapshot.
+                        o.fetch_add(d, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        raise(&self.hold_max, deltas[HOLD]);
+        raise(&self.wait_max, deltas[WAIT]);
+        // Relaxed: a statistic. Read first: a shared write only for a new earliest start.
+        if began < self.since.load(Ordering::Relaxed) {
+            self.since.fetch_min(began, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Raises `max` to `v` if `v` is larger, writing the shared line only then.
+#[inline(always)]
+fn raise(max: &AtomicU64, v: u64) {
+    // Relaxed: statistics, no other memory is published through them.
+    if v > max.load(Ordering::Relaxed) {
+        max.fetch_max(v, Ordering::Relaxed);
+    }
+}
+
+/// A site's identity: the address of a `#[track_caller]` location or of a lock's name
+/// (both `'static`, so the address is stable), plus which of the two it is.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key(usize, bool);
+
+impl Key {
+    fn of(name: Option<&'static str>, caller: &'static Location<'static>) -> Key {
+        match name {
+            Some(n) => Key(n.as_ptr() as usize ^ n.len().rotate_left(48), true),
+            None => Key(caller as *const Location<'static> as usize, false),
+        }
+    }
+}
+
+/// Every site, by its displayed name (a lock's name, or `file:line`): two locks given the
+/// same name, or two call sites on one line, are one site.
+fn registry() -> &'static Mutex<HashMap<String, Arc<Site>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Arc<Site>>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// This thread's handles on the sites it used.
+struct Local {
+    site: Arc<Site>,
+    handle: Option<GroupHandle<6>>,
+}
+
+std::thread_local! {
+    /// The sites this thread used, most recently used first (a thread uses few sites; a
+    /// short scan beats hashing on every acquisition).
+    static LOCAL: std::cell::RefCell<Vec<(Key, Local)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The site of a lock's name or of a call site, registered on its first use anywhere
+/// (`since`: when that use started, in ticks).
+#[cold]
+fn site_for(
+    name: Option<&'static str>,
+    caller: &'static Location<'static>,
+    since: u64,
+) -> Arc<Site> {
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => format!("{}:{}", caller.file(), caller.line()),
+    };
+    let mut reg = registry().lock().unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(reg.entry(name.clone()).or_insert_with(|| {
+        Arc::new(Site {
+            name,
+            group: Arc::new(CounterGroup::new(NAMES, SHARDS)),
+            overflow: Default::default(),
+            hold_max: AtomicU64::new(0),
+            wait_max: AtomicU64::new(0),
+            since: AtomicU64::new(since),
+        })
+    }))
+}
+
+/// Records one use of the site of `key` that began (its wait, or its try) at `began`.
+#[inline]
+fn record(
+    key: Key,
+    name: Option<&'static str>,
+    caller: &'static Location<'static>,
+    deltas: [u64; 6],
+    began: u64,
+) {
+    // `try_with`: a lock used while this thread's locals are being destroyed is still
+    // counted, on the shared overflow counters.
+    let done = LOCAL.try_with(|l| {
+        let mut l = l.borrow_mut();
+        let i = match l.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let site = site_for(name, caller, began);
+                let handle = site.group.try_handle().ok();
+                l.push((key, Local { site, handle }));
+                l.len() - 1
+            }
+        };
+        if i > 0 {
+            l.swap(i, 0);
+        }
+        let entry = &mut l[0].1;
+        entry.site.record(entry.handle.as_mut(), deltas, began);
+    });
+    if done.is_err() {
+        site_for(name, caller, began).record(None, deltas, began);
+    }
+}
+
+/// One lock site's figures (see the [module docs](self) for each column). Times are in
+/// nanoseconds.
+///
+/// ```
+/// let s = flowline::lockmeter::SiteStats { total: 4, nowait: 3, contended: 1, rejected: 1,
+///     hold_total_ns: 400, hold_max_ns: 250, wait_total_ns: 90, wait_max_ns: 90,
+///     elapsed_ns: 1000, ..Default::default() };
+/// assert_eq!((s.hold_mean_ns(), s.wait_mean_ns()), (100.0, 90.0));
+/// assert_eq!((s.util(), s.contention(), s.reject_rate()), (0.4, 0.25, 0.2));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SiteStats {
+    /// The lock's name, or the call site as `file:line`.
+    pub name: String,
+    /// Acquisitions (TOTAL).
+    pub total: u64,
+    /// Acquisitions that did not wait (NOWAIT).
+    pub nowait: u64,
+    /// Acquisitions that had to wait (SPIN / CON).
+    pub contended: u64,
+    /// `try_lock` calls that found the lock taken (RJECT).
+    pub rejected: u64,
+    /// Time held, summed over acquisitions.
+    pub hold_total_ns: u64,
+    /// Longest hold.
+    pub hold_max_ns: u64,
+    /// Time waited, summed over the contended acquisitions.
+    pub wait_total_ns: u64,
+    /// Longest wait.
+    pub wait_max_ns: u64,
+    /// Wall time since the site's first use.
+    pub elapsed_ns: u64,
+    /// CPUs of the machine, for the share of CPU time spent waiting.
+    pub cpus: usize,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl SiteStats {
+    /// Mean hold time, ns (0 without acquisitions).
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { total: 2, hold_total_ns: 30, ..Default::default() };
+    /// assert_eq!(s.hold_mean_ns(), 15.0);
+    /// ```
+    pub fn hold_mean_ns(&self) -> f64 {
+        ratio(self.hold_total_ns, self.total)
+    }
+
+    /// Mean wait of the acquisitions that waited, ns (0 if none did).
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { contended: 2, wait_total_ns: 10, ..Default::default() };
+    /// assert_eq!(s.wait_mean_ns(), 5.0);
+    /// ```
+    pub fn wait_mean_ns(&self) -> f64 {
+        ratio(self.wait_total_ns, self.contended)
+    }
+
+    /// UTIL: the share of the wall time since the site's first use that the lock was held
+    /// from this site (0 to 1; a clock step can push it slightly past 1).
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { hold_total_ns: 25, elapsed_ns: 100, ..Default::default() };
+    /// assert_eq!(s.util(), 0.25);
+    /// ```
+    pub fn util(&self) -> f64 {
+        ratio(self.hold_total_ns, self.elapsed_ns)
+    }
+
+    /// CON: the share of acquisitions that had to wait (0 to 1).
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { total: 4, contended: 1, ..Default::default() };
+    /// assert_eq!(s.contention(), 0.25);
+    /// ```
+    pub fn contention(&self) -> f64 {
+        ratio(self.contended, self.total)
+    }
+
+    /// NOWAIT: the share of acquisitions that did not wait (0 to 1).
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { total: 4, nowait: 3, ..Default::default() };
+    /// assert_eq!(s.nowait_rate(), 0.75);
+    /// ```
+    pub fn nowait_rate(&self) -> f64 {
+        ratio(self.nowait, self.total)
+    }
+
+    /// RJECT: the share of attempts (acquisitions and failed `try_lock`s) that failed.
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { total: 3, rejected: 1, ..Default::default() };
+    /// assert_eq!(s.reject_rate(), 0.25);
+    /// ```
+    pub fn reject_rate(&self) -> f64 {
+        ratio(self.rejected, self.total.saturating_add(self.rejected))
+    }
+
+    /// % CPU: the share of the machine's CPU time (wall time times `cpus`) spent waiting
+    /// at this site (0 to 1 for a spinlock, whose waiters burn their CPU; a blocking
+    /// mutex's waiters sleep, so with more waiting threads than CPUs it can pass 1).
+    ///
+    /// ```
+    /// let s = flowline::lockmeter::SiteStats { wait_total_ns: 50, elapsed_ns: 100, cpus: 2, ..Default::default() };
+    /// assert_eq!(s.cpu_waiting(), 0.25);
+    /// ```
+    pub fn cpu_waiting(&self) -> f64 {
+        ratio(
+            self.wait_total_ns,
+            self.elapsed_ns.saturating_mul(self.cpus.max(1) as u64),
+        )
+    }
+}
+
+/// The figures of every lock site used so far in this process, most contended first (by
+/// CON, then by total wait).
+///
+/// ```
+/// let l = flowline::lockmeter::MeteredSpinLock::<_>::named("snapshot-doc", 0);
+/// *l.lock() += 1;
+/// let all = flowline::lockmeter::snapshot();
+/// assert!(all.iter().any(|s| s.name == "snapshot-doc" && s.total == 1));
+/// ```
+pub fn snapshot() -> Vec<SiteStats> {
+    let sites: Vec<Arc<Site>> = registry()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .values()
+        .cloned()
+        .collect();
+    let now = ticks();
+    let k = ns_per_tick();
+    let ns = |t: u64| (t as f64 * k) as u64;
+    let cpus = crate::topology::available_cpus();
+    let mut out: Vec<SiteStats> = sites
+        .iter()
+        .map(|s| {
+            let g = s.group.snapshot();
+            let v = |i: usize| g[i].wrapping_add(s.overflow[i].load(Ordering::Relaxed));
+            SiteStats {
+                name: s.name.clone(),
+                total: v(TOTAL),
+                nowait: v(NOWAIT),
+                contended: v(CONTENDED),
+                rejected: v(REJECTED),
+                hold_total_ns: ns(v(HOLD)),
+                hold_max_ns: ns(s.hold_max.load(Ordering::Relaxed)),
+                wait_total_ns: ns(v(WAIT)),
+                wait_max_ns: ns(s.wait_max.load(Ordering::Relaxed)),
+                elapsed_ns: ns(now.wrapping_sub(s.since.load(Ordering::Relaxed))),
+                cpus,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.contention()
+            .total_cmp(&a.contention())
+            .then(b.wait_total_ns.cmp(&a.wait_total_ns))
+            .then(a.name.cmp(&b.name))
+    });
+    out
+}
+
+/// A duration for the table: ns below a microsecond, then us, then ms.
+fn us(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.1}ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1}us", ns / 1e3)
+    } else {
+        format!("{ns:.0}ns")
+    }
+}
+
+/// The lockmeter table of [`snapshot`]: one line per site, most contended first.
+///
+/// ```
+/// let l = flowline::lockmeter::MeteredMutex::<_>::named("table-doc", ());
+/// drop(l.lock());
+/// let t = flowline::lockmeter::table();
+/// assert!(t.lines().next().unwrap().contains("UTIL"));
+/// assert!(t.contains("table-doc"));
+/// ```
+pub fn table() -> String {
+    format_table(&snapshot())
+}
+
+/// Formats `sites` in the lockmeter layout (as [`table`] does).
+///
+/// ```
+/// let s = flowline::lockmeter::SiteStats { name: "x".into(), total: 1, nowait: 1, ..Default::default() };
+/// assert!(flowline::lockmeter::format_table(&[s]).lines().nth(1).unwrap().ends_with("x"));
+/// ```
+pub fn format_table(sites: &[SiteStats]) -> String {
+    let mut t = String::from(
+        " UTIL    CON      HOLD MEAN(   MAX)       WAIT MEAN(   MAX) (% CPU)      TOTAL NOWAIT   SPIN  RJECT  NAME\n",
+    );
+    for s in sites {
+        t.push_str(&format!(
+            "{:4.1}% {:5.1}%  {:>9}({:>9})  {:>9}({:>9}) ({:5.2}%) {:>10} {:5.1}% {:5.1}% {:5.1}%  {}\n",
+            100.0 * s.util(),
+            100.0 * s.contention(),
+            us(s.hold_mean_ns()),
+            us(s.hold_max_ns as f64),
+            us(s.wait_mean_ns()),
+            us(s.wait_max_ns as f64),
+            100.0 * s.cpu_waiting(),
+            s.total,
+            100.0 * s.nowait_rate(),
+            100.0 * s.contention(),
+            100.0 * s.reject_rate(),
+            s.name,
+        ));
+    }
+    t
+}
+
+// ---------------------------------------------------------------------------- metered locks
+
+/// Where and when a metered acquisition started, carried by its guard.
+struct Stamp {
+    key: Key,
+    name: Option<&'static str>,
+    caller: &'static Location<'static>,
+    /// Ticks when the lock was taken.
+    acquired: u64,
+    /// Ticks waited (0: did not wait).
+    waited: u64,
+    contended: bool,
+}
+
+impl Stamp {
+    /// Records the acquisition and its hold (which ended at `end`) at its site.
+    #[inline]
+    fn finish(&self, end: u64) {
+        let held = end.wrapping_sub(self.acquired);
+        let mut d = [0u64; 6];
+        d[TOTAL] = 1;
+        if self.contended {
+            d[CONTENDED] = 1;
+        } else {
+            d[NOWAIT] = 1;
+        }
+        d[HOLD] = held;
+        d[WAIT] = self.waited;
+        let began = self.acquired.wrapping_sub(self.waited);
+        record(self.key, self.name, self.caller, d, began);
+    }
+}
+
+/// Times one acquisition: `try_take` first (no wait), then `take` (waits).
+#[inline]
+fn acquire<G>(
+    name: Option<&'static str>,
+    caller: &'static Location<'static>,
+    try_take: impl FnOnce() -> Option<G>,
+    take: impl FnOnce() -> G,
+) -> (G, Stamp) {
+    let t0 = ticks();
+    let key = Key::of(name, caller);
+    let (g, acquired, contended) = match try_take() {
+        Some(g) => (g, t0, false),
+        None => {
+            let g = take();
+            (g, ticks(), true)
+        }
+    };
+    let stamp = Stamp {
+        key,
+        name,
+        caller,
+        acquired,
+        waited: acquired.wrapping_sub(t0),
+        contended,
+    };
+    (g, stamp)
+}
+
+#[cold]
+fn reject(name: Option<&'static str>, caller: &'static Location<'static>) {
+    let mut d = [0u64; 6];
+    d[REJECTED] = 1;
+    record(Key::of(name, caller), name, caller, d, ticks());
+}
+
+/// A [`SpinLock`] metered per lock site (see the [module docs](self)). With
+/// `METERED = false` it is the bare spinlock. `METERED` defaults to `true` in types
+/// (struct fields, `let` annotations, aliases such as
+/// `type SockLock<T> = MeteredSpinLock<T, false>;` to compile metering out); an expression
+/// without a type names the default with `MeteredSpinLock::<_>::new(..)`.
+///
+/// ```
+/// use flowline::lockmeter::MeteredSpinLock;
+/// let l: MeteredSpinLock<u32> = MeteredSpinLock::new(0); // sites: the lock() call sites
+/// *l.lock() += 1;
+/// let bare: MeteredSpinLock<u32, false> = MeteredSpinLock::new(0); // records nothing
+/// *bare.lock() += 1;
+/// ```
+pub struct MeteredSpinLock<T, const METERED: bool = true> {
+    lock: SpinLock<T>,
+    name: Option<&'static str>,
+}
+
+impl<T, const METERED: bool> MeteredSpinLock<T, METERED> {
+    /// A lock whose acquisitions are metered at each call site of `lock`/`try_lock`.
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::MeteredSpinLock::<_>::new(1);
+    /// assert_eq!(*l.lock(), 1);
+    /// ```
+    pub fn new(value: T) -> Self {
+        MeteredSpinLock {
+            lock: SpinLock::new(value),
+            name: None,
+        }
+    }
+
+    /// A lock whose acquisitions are all metered under `name`.
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::MeteredSpinLock::<_>::named("rx queue", 1);
+    /// assert_eq!(*l.lock(), 1);
+    /// ```
+    pub fn named(name: &'static str, value: T) -> Self {
+        MeteredSpinLock {
+            lock: SpinLock::new(value),
+            name: Some(name),
+        }
+    }
+
+    /// Takes the lock (see [`SpinLock::lock`]), timing the wait and, until the guard
+    /// drops, the hold.
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::MeteredSpinLock::<_>::new(vec![]);
+    /// l.lock().push(1);
+    /// ```
+    #[track_caller]
+    #[inline]
+    pub fn lock(&self) -> MeteredSpinGuard<'_, T, METERED> {
+        if !METERED {
+            return MeteredSpinGuard {
+                guard: ManuallyDrop::new(self.lock.lock()),
+                stamp: None,
+            };
+        }
+        let (guard, stamp) = acquire(
+            self.name,
+            Location::caller(),
+            || self.lock.try_lock(),
+            || self.lock.lock_contended(),
+        );
+        MeteredSpinGuard {
+            guard: ManuallyDrop::new(guard),
+            stamp: Some(stamp),
+        }
+    }
+
+    /// Takes the lock if it is free now; a failure counts as a rejection (RJECT).
+    ///
+    /// ```
+    /// let l = flowline::lockmeter::MeteredSpinLock::<_>::new(());
+    /// let g = l.lock();
+    /// assert!(l.try_lock().is_none());
+    /// ```
+    #[track_caller]
+    #[inline]
+    pub fn try_lock(&self) -> Option<MeteredSpinGuard<'_, T, METERED>> {
+        if !METERED {
+            return self.lock.try_lock().map(|guard| MeteredSpinGuard {
+                guard: ManuallyDrop::new(guard),
+                stamp: None,
+            });
+        }
+        let caller = Location::caller();
+        let t0 = ticks();
+        match self.lock.try_lock() {
+            Some(guard) => Some(MeteredSpinGuard {
+                guard: ManuallyDrop::new(guard),
+                stamp: Some(Stamp {
+                    key: Key::of(self.name, caller),
+                    name: self.name,
+                    caller,
+                    acquired: t0,
+                    waited: 0,
+                    contended: false,
+                }),
+            }),
+            None => {
+                reject(self.name, caller);
+                None
+            }
+        }
+    }
+
+    /// The value, consuming the lock.
+    ///
+    /// ```
+    /// assert_eq!(flowline::lockmeter::MeteredSpinLock::<_>::new(3).into_inner(), 3);
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.lock.into_inner()
+    }
+}
+
+impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredSpinLock<T, METERED> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MeteredSpinLock")
+            .field("name", &self.name)
+            .field("lock", &self.lock)
+            .finish()
+    }
+}
+
+/// Access to a [`MeteredSpinLock`]'s value; records the hold and unlocks when dropped.
+///
+/// ```
+/// let l = flowline::lockmeter::MeteredSpinLock::<_>::new(1);
+/// let g = l.lock();
+/// assert_eq!(*g, 1);
+/// ```
+pub struct MeteredSpinGuard<'a, T, const METERED: bool = true> {
+    /// Dropped by hand in `Drop`: the lock is released before the hold is recorded.
+    guard: ManuallyDrop<SpinGuard<'a, T>>,
+    stamp: Option<Stamp>,
+}
+
+impl<T, const METERED: bool> Deref for MeteredSpinGuard<'_, T, METERED> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T, const METERED: bool> DerefMut for MeteredSpinGuard<'_, T, METERED> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T, const METERED: bool> Drop for MeteredSpinGuard<'_, T, METERED> {
+    #[inline]
+    fn drop(&mut self) {
+        let end = if METERED { ticks() } else { 0 };
+        // SAFETY: `guard` is dropped exactly once, here; it is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        // Recorded after the unlock, so the bookkeeping does not lengthen the hold.
+        if METERED {
+            if let Some(s) = &self.stamp {
+                s.finish(end);
+            }
+        }
+    }
+}
+
+/// A `std::sync::Mutex` metered per lock site (see the [module docs](self)), with the same
+/// API shape (`lock` returns a `LockResult`, poisoning included). With `METERED = false`
+/// it is the bare mutex (see [`MeteredSpinLock`] for naming the default).
+///
+/// ```
+/// use flowline::lockmeter::MeteredMutex;
+/// let m: MeteredMutex<u32> = MeteredMutex::named("config", 1);
+/// *m.lock().unwrap() += 1;
+/// assert_eq!(m.into_inner().unwrap(), 2);
+/// ```
+pub struct MeteredMutex<T, const METERED: bool = true> {
+    mutex: Mutex<T>,
+    name: Option<&'static str>,
+}
+
+impl<T, const METERED: bool> MeteredMutex<T, METERED> {
+    /// A mutex whose acquisitions are metered at each call site of `lock`/`try_lock`.
+    ///
+    /// ```
+    /// let m = flowline::lockmeter::MeteredMutex::<_>::new(1);
+    /// assert_eq!(*m.lock().unwrap(), 1);
+    /// ```
+    pub fn new(value: T) -> Self {
+        MeteredMutex {
+            mutex: Mutex::new(value),
+            name: None,
+        }
+    }
+
+    /// A mutex whose acquisitions are all metered under `name`.
+    ///
+    /// ```
+    /// let m = flowline::lockmeter::MeteredMutex::<_>::named("routes", 1);
+    /// assert_eq!(*m.lock().unwrap(), 1);
+    /// ```
+    pub fn named(name: &'static str, value: T) -> Self {
+        MeteredMutex {
+            mutex: Mutex::new(value),
+            name: Some(name),
+        }
+    }
+
+    /// Takes the mutex (see `std::sync::Mutex::lock`), timing the wait and, until the
+    /// guard drops, the hold.
+    ///
+    /// # Errors
+    ///
+    /// As `std::sync::Mutex::lock`: the mutex is poisoned (a holder panicked); the error
+    /// still carries the guard.
+    ///
+    /// ```
+    /// let m = flowline::lockmeter::MeteredMutex::<_>::new(vec![]);
+    /// m.lock().unwrap().push(1);
+    /// ```
+    #[track_caller]
+    #[inline]
+    pub fn lock(&self) -> LockResult<MeteredMutexGuard<'_, T, METERED>> {
+        if !METERED {
+            return wrap(self.mutex.lock(), None);
+        }
+        let (r, stamp) = acquire(
+            self.name,
+            Location::caller(),
+            || match self.mutex.try_lock() {
+                Ok(g) => Some(Ok(g)),
+                Err(TryLockError::Poisoned(e)) => Some(Err(e)),
+                Err(TryLockError::WouldBlock) => None,
+            },
+            || self.mutex.lock(),
+        );
+        wrap(r, Some(stamp))
+    }
+
+    /// Takes the mutex if it is free now; `WouldBlock` counts as a rejection (RJECT).
+    ///
+    /// # Errors
+    ///
+    /// As `std::sync::Mutex::try_lock`: `WouldBlock` if held, `Poisoned` (with the guard)
+    /// if a holder panicked.
+    ///
+    /// ```
+    /// let m = flowline::lockmeter::MeteredMutex::<_>::new(());
+    /// let g = m.lock().unwrap();
+    /// assert!(m.try_lock().is_err());
+    /// ```
+    #[track_caller]
+    #[inline]
+    pub fn try_lock(&self) -> TryLockResult<MeteredMutexGuard<'_, T, METERED>> {
+        let caller = Location::caller();
+        let t0 = if METERED { ticks() } else { 0 };
+        let stamp = |name| {
+            METERED.then(|| Stamp {
+                key: Key::of(name, caller),
+                name,
+                caller,
+                acquired: t0,
+                waited: 0,
+                contended: false,
+            })
+        };
+        match self.mutex.try_lock() {
+            Ok(guard) => Ok(MeteredMutexGuard {
+                guard: ManuallyDrop::new(guard),
+                stamp: stamp(self.name),
+            }),
+            Err(TryLockError::Poisoned(e)) => Err(TryLockError::Poisoned(PoisonError::new(
+                MeteredMutexGuard {
+                    guard: ManuallyDrop::new(e.into_inner()),
+                    stamp: stamp(self.name),
+                },
+            ))),
+            Err(TryLockError::WouldBlock) => {
+                if METERED {
+                    reject(self.name, caller);
+                }
+                Err(TryLockError::WouldBlock)
+            }
+        }
+    }
+
+    /// The value, consuming the mutex.
+    ///
+    /// # Errors
+    ///
+    /// As `std::sync::Mutex::into_inner`: poisoned (the error carries the value).
+    ///
+    /// ```
+    /// assert_eq!(flowline::lockmeter::MeteredMutex::<_>::new(3).into_inner().unwrap(), 3);
+    /// ```
+    pub fn into_inner(self) -> LockResult<T> {
+        self.mutex.into_inner()
+    }
+}
+
+fn wrap<'a, T, const METERED: bool>(
+    r: LockResult<std::sync::MutexGuard<'a, T>>,
+    stamp: Option<Stamp>,
+) -> LockResult<MeteredMutexGuard<'a, T, METERED>> {
+    match r {
+        Ok(guard) => Ok(MeteredMutexGuard {
+            guard: ManuallyDrop::new(guard),
+            stamp,
+        }),
+        Err(e) => Err(PoisonError::new(MeteredMutexGuard {
+            guard: ManuallyDrop::new(e.into_inner()),
+            stamp,
+        })),
+    }
+}
+
+impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredMutex<T, METERED> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MeteredMutex")
+            .field("name", &self.name)
+            .field("mutex", &self.mutex)
+            .finish()
+    }
+}
+
+/// Access to a [`MeteredMutex`]'s value; records the hold and unlocks when dropped.
+///
+/// ```
+/// let m = flowline::lockmeter::MeteredMutex::<_>::new(1);
+/// assert_eq!(*m.lock().unwrap(), 1);
+/// ```
+pub struct MeteredMutexGuard<'a, T, const METERED: bool = true> {
+    /// Dropped by hand in `Drop`: the mutex is released before the hold is recorded.
+    guard: ManuallyDrop<std::sync::MutexGuard<'a, T>>,
+    stamp: Option<Stamp>,
+}
+
+impl<T, const METERED: bool> Deref for MeteredMutexGuard<'_, T, METERED> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T, const METERED: bool> DerefMut for MeteredMutexGuard<'_, T, METERED> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+impl<T, const METERED: bool> Drop for MeteredMutexGuard<'_, T, METERED> {
+    #[inline]
+    fn drop(&mut self) {
+        let end = if METERED { ticks() } else { 0 };
+        // SAFETY: `guard` is dropped exactly once, here; it is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.guard) };
+        // Recorded after the unlock, so the bookkeeping does not lengthen the hold.
+        if METERED {
+            if let Some(s) = &self.stamp {
+                s.finish(end);
+            }
+        }
+    }
+}
+
+impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredMutexGuard<'_, T, METERED> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredSpinGuard<'_, T, METERED> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn site(name: &str) -> SiteStats {
+        snapshot()
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no site {name}"))
+    }
+
+    /// One thread holds the lock for a known time while another waits: the figures match
+    /// within loose bounds (not exact times: this machine is shared and noisy).
+    fn held_while_another_waits(spin: bool, name: &'static str) {
+        const HOLD: Duration = Duration::from_millis(30);
+        let spin_lock = MeteredSpinLock::<u32>::named(name, 0);
+        let mutex = MeteredMutex::<u32>::named(name, 0);
+        let started = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                if spin {
+                    let _g = spin_lock.lock();
+                    started.wait();
+                    std::thread::sleep(HOLD);
+                } else {
+                    let _g = mutex.lock().unwrap();
+                    started.wait();
+                    std::thread::sleep(HOLD);
+                }
+            });
+            started.wait();
+            if spin {
+                *spin_lock.lock() += 1;
+            } else {
+                *mutex.lock().unwrap() += 1;
+            }
+        });
+        let s = site(name);
+        assert_eq!((s.total, s.contended, s.nowait, s.rejected), (2, 1, 1, 0));
+        let hold = HOLD.as_nanos() as u64;
+        assert!(
+            s.hold_max_ns >= hold * 9 / 10,
+            "hold max {} ns",
+            s.hold_max_ns
+        );
+        assert!(
+            s.hold_max_ns < 5_000_000_000,
+            "hold max {} ns",
+            s.hold_max_ns
+        );
+        // The waiter started waiting after the barrier, within the holder's sleep.
+        assert!(s.wait_max_ns >= hold / 2, "wait max {} ns", s.wait_max_ns);
+        assert!(s.wait_max_ns <= s.hold_max_ns + 1_000_000_000);
+        assert!(s.hold_mean_ns() <= s.hold_max_ns as f64);
+        assert!(s.wait_mean_ns() <= s.wait_max_ns as f64 + 1.0);
+        assert!(s.util() > 0.0 && s.util() <= 1.05, "util {}", s.util());
+        assert_eq!(s.contention(), 0.5);
+    }
+
+    #[test]
+    fn spinlock_figures_match_a_known_hold() {
+        held_while_another_waits(true, "unit-spin-known-hold");
+    }
+
+    #[test]
+    fn mutex_figures_match_a_known_hold() {
+        held_while_another_waits(false, "unit-mutex-known-hold");
+    }
+
+    #[test]
+    fn failed_try_lock_counts_as_rejected() {
+        let l = MeteredSpinLock::<()>::named("unit-reject", ());
+        let g = l.lock();
+        assert!(l.try_lock().is_none());
+        assert!(l.try_lock().is_none());
+        drop(g);
+        assert!(l.try_lock().is_some());
+        let m = MeteredMutex::<()>::named("unit-reject-mutex", ());
+        let g = m.lock().unwrap();
+        assert!(matches!(m.try_lock(), Err(TryLockError::WouldBlock)));
+        drop(g);
+        let s = site("unit-reject");
+        assert_eq!((s.total, s.nowait, s.rejected), (2, 2, 2));
+        assert_eq!(s.reject_rate(), 0.5);
+        assert_eq!(site("unit-reject-mutex").rejected, 1);
+    }
+
+    #[test]
+    fn unnamed_locks_are_metered_per_call_site() {
+        let l = MeteredSpinLock::<u8>::new(0);
+        for _ in 0..3 {
+            *l.lock() += 1; // one site
+        }
+        *l.lock() += 1; // another
+        let line_a = line!() - 3;
+        let mine: Vec<SiteStats> = snapshot()
+            .into_iter()
+            .filter(|s| s.name.starts_with(file!()))
+            .collect();
+        let a = mine
+            .iter()
+            .find(|s| s.name == format!("{}:{}", file!(), line_a))
+            .expect("site of the loop");
+        let b = mine
+            .iter()
+            .find(|s| s.name == format!("{}:{}", file!(), line_a + 2))
+            .expect("site after the loop");
+        assert_eq!((a.total, b.total), (3, 1));
+    }
+
+    #[test]
+    fn unmetered_locks_record_nothing() {
+        let l = MeteredSpinLock::<u8, false>::named("unit-off", 0);
+        *l.lock() += 1;
+        assert!(l.try_lock().is_some());
+        let m = MeteredMutex::<u8, false>::named("unit-off", 0);
+        *m.lock().unwrap() += 1;
+        assert!(snapshot().iter().all(|s| s.name != "unit-off"));
+    }
+
+    #[test]
+    fn poisoned_mutex_is_reported_and_still_metered() {
+        let m = std::sync::Arc::new(MeteredMutex::<u8>::named("unit-poison", 0));
+        let m2 = std::sync::Arc::clone(&m);
+        let _ = std::thread::spawn(move || {
+            let _g = m2.lock().unwrap();
+            panic!("poison it");
+        })
+        .join();
+        let r = m.lock();
+        assert!(r.is_err());
+        assert_eq!(*r.unwrap_err().into_inner(), 0);
+        assert_eq!(site("unit-poison").total, 2);
+    }
+
+    #[test]
+    fn table_is_sorted_by_contention() {
+        let s = |name: &str, total, contended| SiteStats {
+            name: name.into(),
+            total,
+            contended,
+            nowait: total - contended,
+            ..Default::default()
+        };
+        let mut v = vec![s("calm", 10, 0), s("hot", 10, 5)];
+        v.sort_by(|a, b| b.contention().total_cmp(&a.contention()));
+        let t = format_table(&v);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("NOWAIT") && lines[0].contains("RJECT"));
+        assert!(lines[1].ends_with("hot") && lines[2].ends_with("calm"));
+        assert!(lines[1].contains("50.0%"));
+    }
+}
