@@ -109,10 +109,15 @@ proptest! {
     #[test]
     fn op_sequences_count_like_the_model(spin in any::<bool>(), ops in proptest::collection::vec(
         prop_oneof![Just(Op::Lock), Just(Op::TryFree), Just(Op::TryHeld)], 0..40)) {
-        // A fresh name per case: sites are process-wide.
-        static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let name: &'static str = Box::leak(
-            format!("proptest-{}", CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)).into_boxed_str());
+        // A fresh name per case: sites are process-wide. Kept in a static, so the leaked
+        // names stay reachable (Miri's leak check).
+        static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+        let name: &'static str = {
+            let mut names = NAMES.lock().unwrap();
+            let n: &'static str = Box::leak(format!("proptest-{}", names.len()).into_boxed_str());
+            names.push(n);
+            n
+        };
         let spin_lock = MeteredSpinLock::<u32>::named(name, 0);
         let mutex = MeteredMutex::<u32>::named(name, 0);
         let (mut total, mut rejected) = (0u64, 0u64);
