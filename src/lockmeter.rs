@@ -33,10 +33,14 @@
 //! they are raised (a shared write only on a new maximum). An uncontended lock/unlock pair
 //! costs two timestamps and one shard update. Timestamps are the TSC on x86_64
 //! (`core::arch::x86_64::_rdtsc`, converted to ns with a rate calibrated once against
-//! `Instant`), `Instant` elsewhere and under Miri. With the const parameter `METERED =
-//! false` the wrappers compile to the bare lock: no timestamp, no site, nothing recorded.
-//! A site with more than 64 threads recording at once counts the extra threads on shared
-//! atomics.
+//! `Instant`), `Instant` elsewhere and under Miri; a reading that goes backwards (a thread
+//! moved to a core whose TSC is behind) counts as 0. With the const parameter `METERED =
+//! false` the wrappers do no metering work (no timestamp, no site, nothing recorded; the
+//! guard and the lock keep a few words of room for it). A thread keeps its shard of a site
+//! until it exits; beyond 64 such threads per site, and on targets whose padded line holds
+//! fewer than 8 words, the figures go to shared atomics on the site's own line instead.
+//! Do not use metered locks inside a global allocator or a signal handler: recording a
+//! site's first use allocates and takes the registry's lock.
 //!
 //! # Example
 //!
@@ -54,11 +58,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::panic::Location;
 use std::sync::{LockResult, Mutex, OnceLock, PoisonError, TryLockError, TryLockResult};
 use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
 
 use crate::counter::{CounterGroup, GroupHandle};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -159,7 +166,10 @@ impl<T> SpinLock<T> {
             .locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
         {
-            Ok(_) => Some(SpinGuard { lock: self }),
+            Ok(_) => Some(SpinGuard {
+                lock: self,
+                _not_send: PhantomData,
+            }),
             Err(_) => None,
         }
     }
@@ -216,9 +226,28 @@ impl<T: fmt::Debug> fmt::Debug for SpinLock<T> {
 /// l.lock().push(2);
 /// assert_eq!(l.lock().len(), 2);
 /// ```
+///
+/// Like `std::sync::MutexGuard`, a guard is not `Send` (it unlocks on the thread that
+/// locked) and is `Sync` only if `T` is: sharing a guard shares `&T`.
+///
+/// ```compile_fail
+/// // A guard of a `Cell` cannot be shared between threads.
+/// let l = flowline::lockmeter::SpinLock::new(std::cell::Cell::new(0));
+/// let g = l.lock();
+/// std::thread::scope(|s| {
+///     s.spawn(|| g.set(1));
+/// });
+/// ```
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Neither `Send` nor `Sync` by default (a raw pointer); `Sync` is restored below for
+    /// `T: Sync`.
+    _not_send: PhantomData<*const ()>,
 }
+
+// SAFETY: a shared guard hands out only `&T` (`DerefMut` needs `&mut` guard), so sharing it
+// between threads is sharing `&T`: sound exactly when `T: Sync`.
+unsafe impl<T: Sync> Sync for SpinGuard<'_, T> {}
 
 impl<T> Deref for SpinGuard<'_, T> {
     type Target = T;
@@ -253,6 +282,18 @@ impl<T: fmt::Debug> fmt::Debug for SpinGuard<'_, T> {
 }
 
 // ---------------------------------------------------------------------------- clock
+
+/// `later - earlier` in ticks, 0 if the clock went backwards (two cores' TSCs need not
+/// agree exactly, and a thread may move between them mid-measurement).
+#[inline(always)]
+fn since(earlier: u64, later: u64) -> u64 {
+    let d = later.wrapping_sub(earlier);
+    if (d as i64) < 0 {
+        0
+    } else {
+        d
+    }
+}
 
 /// Timestamps in ticks: the TSC on x86_64 (not under Miri), else ns since a process epoch.
 #[inline(always)]
@@ -310,9 +351,12 @@ const SHARDS: usize = 64;
 /// One lock site's figures, written by the threads that use it.
 struct Site {
     name: String,
-    group: Arc<CounterGroup<6>>,
-    /// Counts of threads that found every shard taken (shared, rare).
-    overflow: [AtomicU64; 6],
+    /// `None` where a padded line holds fewer than 8 words (32-byte `CachePadded` targets):
+    /// everything is then counted on `overflow`.
+    group: Option<Arc<CounterGroup<6>>>,
+    /// Counts of threads that found every shard taken (shared; on its own line, so the
+    /// fields every record reads stay clean).
+    overflow: CachePadded<[AtomicU64; 6]>,
     hold_max: AtomicU64,
     wait_max: AtomicU64,
     /// Ticks when the earliest recorded use began (lowered by a record that began earlier
@@ -354,13 +398,13 @@ fn raise(max: &AtomicU64, v: u64) {
 /// A site's identity: the address of a `#[track_caller]` location or of a lock's name
 /// (both `'static`, so the address is stable), plus which of the two it is.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Key(usize, bool);
+struct Key(usize, usize, bool);
 
 impl Key {
     fn of(name: Option<&'static str>, caller: &'static Location<'static>) -> Key {
         match name {
-            Some(n) => Key(n.as_ptr() as usize ^ n.len().rotate_left(48), true),
-            None => Key(caller as *const Location<'static> as usize, false),
+            Some(n) => Key(n.as_ptr() as usize, n.len(), true),
+            None => Key(caller as *const Location<'static> as usize, 0, false),
         }
     }
 }
@@ -400,8 +444,9 @@ fn site_for(
     Arc::clone(reg.entry(name.clone()).or_insert_with(|| {
         Arc::new(Site {
             name,
-            group: Arc::new(CounterGroup::new(NAMES, SHARDS)),
-            overflow: Default::default(),
+            group: (crate::slot::WORDS_PER_LINE >= NAMES.len() + 2)
+                .then(|| Arc::new(CounterGroup::new(NAMES, SHARDS))),
+            overflow: CachePadded::new(Default::default()),
             hold_max: AtomicU64::new(0),
             wait_max: AtomicU64::new(0),
             since: AtomicU64::new(since),
@@ -421,12 +466,16 @@ fn record(
     // `try_with`: a lock used while this thread's locals are being destroyed is still
     // counted, on the shared overflow counters.
     let done = LOCAL.try_with(|l| {
-        let mut l = l.borrow_mut();
+        // Re-entered (a metered lock used by code that `record` itself calls into, such
+        // as a global allocator): counted on the shared counters instead.
+        let Ok(mut l) = l.try_borrow_mut() else {
+            return false;
+        };
         let i = match l.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
                 let site = site_for(name, caller, began);
-                let handle = site.group.try_handle().ok();
+                let handle = site.group.as_ref().and_then(|g| g.try_handle().ok());
                 l.push((key, Local { site, handle }));
                 l.len() - 1
             }
@@ -436,8 +485,9 @@ fn record(
         }
         let entry = &mut l[0].1;
         entry.site.record(entry.handle.as_mut(), deltas, began);
+        true
     });
-    if done.is_err() {
+    if done != Ok(true) {
         site_for(name, caller, began).record(None, deltas, began);
     }
 }
@@ -587,8 +637,12 @@ pub fn snapshot() -> Vec<SiteStats> {
     let mut out: Vec<SiteStats> = sites
         .iter()
         .map(|s| {
-            let g = s.group.snapshot();
-            let v = |i: usize| g[i].wrapping_add(s.overflow[i].load(Ordering::Relaxed));
+            let g = s.group.as_ref().map(|g| g.snapshot());
+            let v = |i: usize| {
+                g.as_ref()
+                    .map_or(0, |g| g[i])
+                    .wrapping_add(s.overflow[i].load(Ordering::Relaxed))
+            };
             SiteStats {
                 name: s.name.clone(),
                 total: v(TOTAL),
@@ -599,7 +653,7 @@ pub fn snapshot() -> Vec<SiteStats> {
                 hold_max_ns: ns(s.hold_max.load(Ordering::Relaxed)),
                 wait_total_ns: ns(v(WAIT)),
                 wait_max_ns: ns(s.wait_max.load(Ordering::Relaxed)),
-                elapsed_ns: ns(now.wrapping_sub(s.since.load(Ordering::Relaxed))),
+                elapsed_ns: ns(since(s.since.load(Ordering::Relaxed), now)),
                 cpus,
             }
         })
@@ -685,7 +739,7 @@ impl Stamp {
     /// Records the acquisition and its hold (which ended at `end`) at its site.
     #[inline]
     fn finish(&self, end: u64) {
-        let held = end.wrapping_sub(self.acquired);
+        let held = since(self.acquired, end);
         let mut d = [0u64; 6];
         d[TOTAL] = 1;
         if self.contended {
@@ -722,7 +776,7 @@ fn acquire<G>(
         name,
         caller,
         acquired,
-        waited: acquired.wrapping_sub(t0),
+        waited: since(t0, acquired),
         contended,
     };
     (g, stamp)
