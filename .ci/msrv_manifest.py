@@ -1,9 +1,9 @@
 """Writes the library-only manifest the MSRV check builds: Cargo.toml without the sections
-an older cargo cannot resolve or does not need (dev-dependencies, benches, and the loom
+an older cargo cannot resolve or does not need (dev-dependencies, benches, examples, and the loom
 target dependency, which only `--cfg loom` builds use)."""
 import sys
 
-DROP = ("[dev-dependencies]", "[target.'cfg(loom)'.dependencies]", "[[bench]]")
+DROP = ("[dev-dependencies]", "[target.'cfg(loom)'.dependencies]", "[[bench]]", "[[example]]")
 out, keep = [], True
 for line in open(sys.argv[1]):
     if line.startswith("["):

@@ -219,8 +219,13 @@ pub unsafe fn assign_unless_equal_volatile<T: PartialEq + Copy>(ptr: *mut T, val
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    // The crate may be `no_std`; the tests use the standard library's prelude.
     use super::*;
     use core::sync::atomic::AtomicU64;
+    #[allow(unused_imports)]
+    use std::{
+        borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec,
+    };
 
     #[test]
     fn writes_only_on_change_for_every_atomic() {

@@ -58,7 +58,8 @@ use core::marker::PhantomData;
 use crossbeam_utils::CachePadded;
 
 use crate::slot::WORDS_PER_LINE;
-use std::sync::Arc;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
 
 use crate::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -113,6 +114,7 @@ impl fmt::Display for ShardsExhausted {
     }
 }
 
+#[cfg(feature = "std")]
 impl std::error::Error for ShardsExhausted {}
 
 fn check_shards(shards: usize) {
@@ -190,7 +192,7 @@ impl ShardedCounter {
     /// ```
     pub fn new(writers: usize) -> ShardedCounter {
         check_shards(writers);
-        let cpus = crate::topology::available_cpus().min(MAX_SHARDS);
+        let cpus = cpu_count().min(MAX_SHARDS);
         ShardedCounter {
             shards: (0..writers)
                 .map(|_| {
@@ -331,7 +333,28 @@ impl fmt::Debug for ShardedCounter {
     }
 }
 
+/// CPUs for the handle-less shards: the machine's (with `std`), else one.
+fn cpu_count() -> usize {
+    #[cfg(feature = "std")]
+    {
+        crate::topology::available_cpus()
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        1
+    }
+}
+
+/// The CPU this thread runs on (Linux), or a per-thread index elsewhere; 0 without `std`
+/// (no threads to tell apart: every handle-less add goes to the one shared shard).
+#[cfg(not(feature = "std"))]
+#[inline]
+fn cpu_index() -> usize {
+    0
+}
+
 /// The CPU this thread runs on (Linux), or a per-thread index elsewhere.
+#[cfg(feature = "std")]
 #[inline]
 fn cpu_index() -> usize {
     if crate::sync::MODEL_CHECKING {
@@ -804,7 +827,12 @@ mod layout {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    // The crate may be `no_std`; the tests use the standard library's prelude.
     use super::*;
+    #[allow(unused_imports)]
+    use std::{
+        borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec,
+    };
 
     #[test]
     fn handles_recycle_shards_and_keep_values() {

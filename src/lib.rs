@@ -13,6 +13,13 @@
 //! | [`lockmeter`] | a TTAS spinlock, and spinlock / `std` mutex wrappers metered per lock site, with a lockmeter-style table | where code still takes locks, contention is seen per site (hold, wait, UTIL, % CPU waiting) before it is guessed at; metering writes only the thread's own counter shard |
 //! | [`topology`] | CPU count, pinning, current CPU | a migrating hot-path thread takes its cache with it; benchmarks need fixed placement |
 //!
+//! ## Features
+//!
+//! `std` (default): everything. Without it, with `alloc`: [`cell`], [`slot`] (without the
+//! timed waits), [`fifo`] (both rings) and [`counter`] (handles; handle-less adds share one
+//! shard). With neither: [`cell`] and [`slot`]. The distributor, the lockmeter and
+//! `topology` need `std` (threads, clocks, pinning).
+//!
 //! ## Layers
 //!
 //! `sync` (the only place that chooses std or loom atomics) <- primitives (`cell`, `slot`,
@@ -41,16 +48,34 @@
 //! let s = done.wait_for_flags(DONE, Duration::from_secs(5)).unwrap();
 //! assert_eq!(s.payload(), 32);
 //! ```
+#![cfg_attr(not(feature = "std"), no_std)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+// The unit tests use threads and the standard collections in every configuration.
+#[cfg(all(test, not(feature = "std")))]
+extern crate std;
+
 pub(crate) mod sync;
 
 pub mod cell;
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub mod counter;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod distributor;
+#[cfg(feature = "alloc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "alloc")))]
 pub mod fifo;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod lockmeter;
 pub mod slot;
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub mod topology;

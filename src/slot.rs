@@ -31,11 +31,13 @@
 
 use core::fmt;
 use core::mem::{align_of, size_of};
+#[cfg(feature = "std")]
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "std")]
 use crate::sync::Backoff;
 
 /// Bytes in the padded unit: `CachePadded`'s alignment for this target (128 on x86_64,
@@ -220,6 +222,7 @@ impl fmt::Display for PackError {
     }
 }
 
+#[cfg(feature = "std")]
 impl std::error::Error for PackError {}
 
 /// A bounded wait ran out before the slot showed what was asked for.
@@ -235,10 +238,13 @@ impl std::error::Error for PackError {}
 /// assert_eq!(err.last_word(), 7);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
 pub struct WaitTimeout {
     last_word: u64,
 }
 
+#[cfg(feature = "std")]
 impl WaitTimeout {
     /// The last word the wait observed.
     ///
@@ -252,6 +258,7 @@ impl WaitTimeout {
     }
 }
 
+#[cfg(feature = "std")]
 impl fmt::Display for WaitTimeout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -262,6 +269,7 @@ impl fmt::Display for WaitTimeout {
     }
 }
 
+#[cfg(feature = "std")]
 impl std::error::Error for WaitTimeout {}
 
 /// Spins (then yields) until `pred(load())` holds or `timeout` passes.
@@ -270,6 +278,7 @@ impl std::error::Error for WaitTimeout {}
 /// clock is read only once the spinning phase is over, so short waits never read it and a
 /// wait may overrun its timeout by the length of that phase (microseconds).
 #[inline]
+#[cfg(feature = "std")]
 fn wait_on(
     word: &AtomicU64,
     mut pred: impl FnMut(u64) -> bool,
@@ -413,6 +422,8 @@ impl Slot {
     /// let slot = flowline::slot::Slot::new(5);
     /// assert_eq!(slot.wait_until(|w| w >= 5, Duration::from_secs(1)), Ok(5));
     /// ```
+    #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn wait_until(
         &self,
         pred: impl FnMut(u64) -> bool,
@@ -434,6 +445,8 @@ impl Slot {
     /// slot.post(1);
     /// assert!(slot.wait_for_word(1, Duration::from_millis(1)).is_ok());
     /// ```
+    #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn wait_for_word(&self, word: u64, timeout: Duration) -> Result<(), WaitTimeout> {
         self.wait_until(|w| w == word, timeout).map(|_| ())
     }
@@ -451,6 +464,8 @@ impl Slot {
     /// let s = slot.wait_for_flags(0b10, Duration::from_secs(1)).unwrap();
     /// assert_eq!(s.payload(), 7);
     /// ```
+    #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn wait_for_flags(&self, mask: u8, timeout: Duration) -> Result<Signal, WaitTimeout> {
         self.wait_until(|w| Signal::from_word(w).has_flags(mask), timeout)
             .map(Signal::from_word)
@@ -605,6 +620,8 @@ impl SlotLine {
     /// line.post(3, 1);
     /// assert_eq!(line.wait_until(3, |w| w == 1, Duration::from_secs(1)), Ok(1));
     /// ```
+    #[cfg(feature = "std")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
     pub fn wait_until(
         &self,
         index: usize,
@@ -645,8 +662,14 @@ mod layout {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    // The crate may be `no_std`; the tests use the standard library's prelude.
     use super::*;
+    #[allow(unused_imports)]
     use std::sync::Arc;
+    #[allow(unused_imports)]
+    use std::{
+        borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec,
+    };
 
     #[test]
     fn pack_round_trips_edges() {
@@ -675,6 +698,7 @@ mod tests {
         assert_eq!(s.load(), 20);
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn wait_times_out_with_last_word() {
         let s = Slot::new(Signal::pack(0b01, 3).unwrap().word());
@@ -685,12 +709,14 @@ mod tests {
         assert!(err.to_string().contains("timed out"));
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn zero_timeout_still_sees_a_ready_word() {
         let s = Slot::new(1);
         assert_eq!(s.wait_until(|w| w == 1, Duration::ZERO), Ok(1));
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn huge_timeout_does_not_overflow() {
         let s = Slot::new(1);
@@ -698,6 +724,7 @@ mod tests {
         assert_eq!(s.wait_until(|w| w == 1, limit), Ok(1));
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn handshake_between_threads_carries_data() {
         // The worker publishes a payload in a separate word, then posts its slot; the reader
@@ -725,6 +752,7 @@ mod tests {
         t.join().unwrap();
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn slot_line_words_are_independent() {
         let line = SlotLine::new();

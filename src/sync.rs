@@ -6,6 +6,8 @@
 //! names loom.
 //!
 //! The module is crate-private; loom tests name loom's types directly.
+// Without `alloc` only the cells and slots are built, and they use part of this module.
+#![cfg_attr(not(feature = "alloc"), allow(dead_code, unused_imports))]
 
 /// Atomic types: `core::sync::atomic` normally, `loom::sync::atomic` under `cfg(loom)`.
 pub mod atomic {
@@ -26,10 +28,11 @@ pub(crate) use loom::sync::Arc;
 /// Whether this build runs under the model checker: code whose choices depend on the
 /// machine (the current CPU) makes a fixed choice instead, so every execution of a model
 /// takes the same path.
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 pub(crate) const MODEL_CHECKING: bool = cfg!(loom);
 
-#[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
+#[cfg(all(not(loom), feature = "alloc"))]
+pub(crate) use alloc::sync::Arc;
 
 /// Race tracking for buffers whose elements are accessed through raw pointers (the FIFO
 /// slots).
@@ -135,6 +138,7 @@ impl Backoff {
     /// Whether the backoff has reached the yielding phase: a caller with a deadline checks
     /// the clock only from here on, so short waits never read it.
     #[inline]
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub fn is_completed(&self) -> bool {
         #[cfg(not(loom))]
         {
@@ -151,6 +155,7 @@ impl Backoff {
 /// `loom::cell::UnsafeCell` under `cfg(loom)`, so loom reports accesses to the value that
 /// are not ordered by happens-before (a lock that does not exclude).
 #[derive(Debug)]
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 pub(crate) struct UnsafeCell<T> {
     #[cfg(not(loom))]
     inner: core::cell::UnsafeCell<T>,
@@ -158,6 +163,7 @@ pub(crate) struct UnsafeCell<T> {
     inner: loom::cell::UnsafeCell<T>,
 }
 
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 impl<T> UnsafeCell<T> {
     /// A cell holding `value`.
     #[cfg(not(loom))]

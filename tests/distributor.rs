@@ -1,6 +1,6 @@
 //! Integration tests of the distributor's invariants (DESIGN.md, "distributor"): each test
 //! would fail without the invariant it names.
-#![cfg(not(loom))]
+#![cfg(all(not(loom), feature = "std"))]
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

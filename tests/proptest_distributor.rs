@@ -1,6 +1,6 @@
 //! Property test: random schedules of distributor and worker operations (driven from one
 //! thread) against a sequential model of the flow table; see `tests/support/dist_model.rs`.
-#![cfg(not(loom))]
+#![cfg(all(not(loom), feature = "std"))]
 
 mod support {
     pub mod dist_model;

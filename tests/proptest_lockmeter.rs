@@ -1,7 +1,7 @@
 //! Property tests of the lockmeter: the statistics' arithmetic (no overflow or panic on any
 //! input, mean <= max and rates within 0..=1 for consistent inputs), and single-thread op
 //! sequences on metered locks against a model of the counts.
-#![cfg(not(loom))]
+#![cfg(all(not(loom), feature = "std"))]
 
 use flowline::lockmeter::{self, format_table, MeteredMutex, MeteredSpinLock, SiteStats};
 use proptest::prelude::*;

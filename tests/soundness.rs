@@ -3,7 +3,7 @@
 //! thread), dropped handles, absurd sizes, and workers that break the hand-back order.
 //! Each test failed on the code before the fix (UB under Miri, a lost packet, an abort or a
 //! silent misbehaviour) and passes after. Wrap tests are in `tests/wrap.rs`.
-#![cfg(not(loom))]
+#![cfg(all(not(loom), feature = "std"))]
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -111,4 +111,5 @@ impl fmt::Display for CapacityError {
     }
 }
 
+#[cfg(feature = "std")]
 impl std::error::Error for CapacityError {}

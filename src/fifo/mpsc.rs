@@ -105,6 +105,8 @@ use crossbeam_utils::CachePadded;
 use super::CapacityError;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 /// The largest slot count: run lengths are packed in 32 bits.
 const MAX_SLOTS: usize = 1 << 31;
@@ -138,7 +140,7 @@ const CLEARED: u64 = 0;
 /// refuses.
 #[cfg(not(loom))]
 fn cleared_runs(n: usize) -> Option<Box<[Run]>> {
-    use std::alloc::{alloc_zeroed, Layout};
+    use alloc::alloc::{alloc_zeroed, Layout};
     let layout = Layout::array::<Run>(n).ok()?;
     debug_assert!(n > 0 && layout.size() > 0);
     // SAFETY: the layout has a non-zero size (n >= 2 descriptors of 16 bytes).
@@ -1382,7 +1384,12 @@ mod layout {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    // The crate may be `no_std`; the tests use the standard library's prelude.
     use super::*;
+    #[allow(unused_imports)]
+    use std::{
+        borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec,
+    };
 
     #[test]
     fn held_reservation_blocks_consumer_not_producers() {

@@ -94,6 +94,8 @@ use crossbeam_utils::CachePadded;
 use super::CapacityError;
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 
 /// Makes a ring of at least `capacity` slots (rounded up to a power of two).
 ///
@@ -738,6 +740,7 @@ impl<T> Consumer<T> {
     /// Items available now: reloads the producer's index (and keeps it as the cached
     /// view, so the pops that follow do not load it again).
     #[inline]
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) fn refresh(&mut self) -> usize {
         self.available_for(usize::MAX)
     }
@@ -1253,9 +1256,14 @@ mod layout {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    // The crate may be `no_std`; the tests use the standard library's prelude.
     use super::*;
     use std::cell::Cell;
     use std::rc::Rc;
+    #[allow(unused_imports)]
+    use std::{
+        borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec,
+    };
 
     /// Counts drops through a shared counter.
     #[derive(Debug)]
