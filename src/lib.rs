@@ -54,7 +54,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-#[cfg(feature = "alloc")]
+// (loom's slot-access tracker allocates in every configuration.)
+#[cfg(any(feature = "alloc", loom))]
 extern crate alloc;
 // The unit tests use threads and the standard collections in every configuration.
 #[cfg(all(test, not(feature = "std")))]

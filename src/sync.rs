@@ -46,7 +46,7 @@ pub(crate) use alloc::sync::Arc;
 /// happens-before, which is exactly a data race on the slot.
 pub(crate) struct AccessTracker {
     #[cfg(loom)]
-    cells: Box<[loom::cell::UnsafeCell<()>]>,
+    cells: alloc::boxed::Box<[loom::cell::UnsafeCell<()>]>,
 }
 
 impl AccessTracker {
