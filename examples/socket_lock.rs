@@ -81,66 +81,39 @@ fn pin(cpu: usize) {
     }
 }
 
-/// Runs the request/response loop for `secs` with the softirq thread on `cpus.0` and the
-/// application on `cpus.1`; returns transactions per second.
-fn run_locked(s: &dyn Shared, cpus: (usize, usize), window: u64, secs: f64) -> f64 {
-    let stop = AtomicBool::new(false);
-    let start = Barrier::new(2);
-    let (done, elapsed) = std::thread::scope(|sc| {
-        let softirq = sc.spawn(|| {
-            pin(cpus.0);
-            start.wait();
-            let t = Instant::now();
-            let (mut sent, mut done) = (0u64, 0u64);
-            while t.elapsed().as_secs_f64() < secs {
-                while sent - done < window {
-                    s.deliver(sent);
-                    sent += 1;
-                }
-                match s.collect() {
-                    Some(v) => {
-                        assert_eq!(v, done, "responses in order");
-                        done += 1;
-                    }
-                    None => std::thread::yield_now(),
-                }
-            }
-            stop.store(true, Ordering::Relaxed);
-            (done, t.elapsed())
-        });
-        sc.spawn(|| {
-            pin(cpus.1);
-            start.wait();
-            while !stop.load(Ordering::Relaxed) {
-                match s.read() {
-                    Some(v) => s.respond(v),
-                    None => std::thread::yield_now(),
-                }
-            }
-        });
-        softirq.join().unwrap()
-    });
-    done as f64 / elapsed.as_secs_f64()
+/// One side's queue operations: the softirq side delivers requests (`false`: no room now)
+/// and collects responses; the application side reads requests and responds.
+struct Ops<S, A> {
+    deliver: fn(&mut S, u64) -> bool,
+    collect: fn(&mut S) -> Option<u64>,
+    read: fn(&mut A) -> Option<u64>,
+    respond: fn(&mut A, u64),
 }
 
-/// The same loop over two SPSC rings (no lock).
-fn run_ring(cpus: (usize, usize), window: u64, secs: f64) -> f64 {
-    let (mut req_tx, mut req_rx) = spsc::channel::<u64>(window as usize).unwrap();
-    let (mut resp_tx, mut resp_rx) = spsc::channel::<u64>(window as usize).unwrap();
+/// Runs the request/response loop for `secs` with the softirq side (`soft`) on `cpus.0` and
+/// the application (`app`) on `cpus.1`, `window` transactions in flight; returns
+/// transactions per second. A side with nothing to do yields.
+fn run<S: Send, A: Send>(
+    (mut soft, mut app): (S, A),
+    ops: Ops<S, A>,
+    cpus: (usize, usize),
+    window: u64,
+    secs: f64,
+) -> f64 {
     let stop = AtomicBool::new(false);
     let start = Barrier::new(2);
     let (done, elapsed) = std::thread::scope(|sc| {
-        let (start, stop) = (&start, &stop);
+        let (start, stop, ops) = (&start, &stop, &ops);
         let softirq = sc.spawn(move || {
             pin(cpus.0);
             start.wait();
             let t = Instant::now();
             let (mut sent, mut done) = (0u64, 0u64);
             while t.elapsed().as_secs_f64() < secs {
-                while sent - done < window && req_tx.push(sent).is_ok() {
+                while sent - done < window && (ops.deliver)(&mut soft, sent) {
                     sent += 1;
                 }
-                match resp_rx.pop() {
+                match (ops.collect)(&mut soft) {
                     Some(v) => {
                         assert_eq!(v, done, "responses in order");
                         done += 1;
@@ -155,12 +128,8 @@ fn run_ring(cpus: (usize, usize), window: u64, secs: f64) -> f64 {
             pin(cpus.1);
             start.wait();
             while !stop.load(Ordering::Relaxed) {
-                match req_rx.pop() {
-                    Some(v) => {
-                        while resp_tx.push(v).is_err() {
-                            spin_loop();
-                        }
-                    }
+                match (ops.read)(&mut app) {
+                    Some(v) => (ops.respond)(&mut app, v),
                     None => std::thread::yield_now(),
                 }
             }
@@ -168,6 +137,44 @@ fn run_ring(cpus: (usize, usize), window: u64, secs: f64) -> f64 {
         softirq.join().unwrap()
     });
     done as f64 / elapsed.as_secs_f64()
+}
+
+/// The loop over a locked socket: both sides take the lock for every queue operation.
+fn run_locked(s: &dyn Shared, cpus: (usize, usize), window: u64, secs: f64) -> f64 {
+    let ops = Ops {
+        deliver: |s: &mut &dyn Shared, v| {
+            s.deliver(v);
+            true
+        },
+        collect: |s: &mut &dyn Shared| s.collect(),
+        read: |s: &mut &dyn Shared| s.read(),
+        respond: |s: &mut &dyn Shared, v| s.respond(v),
+    };
+    run((s, s), ops, cpus, window, secs)
+}
+
+/// The same loop over two SPSC rings (no lock).
+fn run_ring(cpus: (usize, usize), window: u64, secs: f64) -> f64 {
+    let (req_tx, req_rx) = spsc::channel::<u64>(window as usize).unwrap();
+    let (resp_tx, resp_rx) = spsc::channel::<u64>(window as usize).unwrap();
+    type Soft = (spsc::Producer<u64>, spsc::Consumer<u64>);
+    let ops = Ops {
+        deliver: |s: &mut Soft, v| s.0.push(v).is_ok(),
+        collect: |s: &mut Soft| s.1.pop(),
+        read: |a: &mut Soft| a.1.pop(),
+        respond: |a: &mut Soft, v| {
+            while a.0.push(v).is_err() {
+                spin_loop();
+            }
+        },
+    };
+    run(
+        ((req_tx, resp_rx), (resp_tx, req_rx)),
+        ops,
+        cpus,
+        window,
+        secs,
+    )
 }
 
 fn main() {

@@ -925,26 +925,39 @@ impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredSpinLock<T, METER
 /// let g = l.lock();
 /// assert_eq!(*g, 1);
 /// ```
-pub struct MeteredSpinGuard<'a, T, const METERED: bool = true> {
+pub type MeteredSpinGuard<'a, T, const METERED: bool = true> =
+    MeteredGuard<SpinGuard<'a, T>, METERED>;
+
+/// A metered lock's guard around the wrapped lock's guard `G`: gives access to the value
+/// and, when dropped, unlocks first and then records the hold at the acquisition's site.
+/// Used as [`MeteredSpinGuard`] and [`MeteredMutexGuard`].
+///
+/// ```
+/// let l = flowline::lockmeter::MeteredSpinLock::<_>::new(vec![1]);
+/// let mut g: flowline::lockmeter::MeteredGuard<_> = l.lock();
+/// g.push(2);
+/// assert_eq!(g.len(), 2);
+/// ```
+pub struct MeteredGuard<G, const METERED: bool = true> {
     /// Dropped by hand in `Drop`: the lock is released before the hold is recorded.
-    guard: ManuallyDrop<SpinGuard<'a, T>>,
+    guard: ManuallyDrop<G>,
     stamp: Option<Stamp>,
 }
 
-impl<T, const METERED: bool> Deref for MeteredSpinGuard<'_, T, METERED> {
-    type Target = T;
-    fn deref(&self) -> &T {
+impl<G: Deref, const METERED: bool> Deref for MeteredGuard<G, METERED> {
+    type Target = G::Target;
+    fn deref(&self) -> &G::Target {
         &self.guard
     }
 }
 
-impl<T, const METERED: bool> DerefMut for MeteredSpinGuard<'_, T, METERED> {
-    fn deref_mut(&mut self) -> &mut T {
+impl<G: DerefMut, const METERED: bool> DerefMut for MeteredGuard<G, METERED> {
+    fn deref_mut(&mut self) -> &mut G::Target {
         &mut self.guard
     }
 }
 
-impl<T, const METERED: bool> Drop for MeteredSpinGuard<'_, T, METERED> {
+impl<G, const METERED: bool> Drop for MeteredGuard<G, METERED> {
     #[inline]
     fn drop(&mut self) {
         let end = if METERED { ticks() } else { 0 };
@@ -956,6 +969,15 @@ impl<T, const METERED: bool> Drop for MeteredSpinGuard<'_, T, METERED> {
                 s.finish(end);
             }
         }
+    }
+}
+
+impl<G: Deref, const METERED: bool> fmt::Debug for MeteredGuard<G, METERED>
+where
+    G::Target: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -1124,51 +1146,8 @@ impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredMutex<T, METERED>
 /// let m = flowline::lockmeter::MeteredMutex::<_>::new(1);
 /// assert_eq!(*m.lock().unwrap(), 1);
 /// ```
-pub struct MeteredMutexGuard<'a, T, const METERED: bool = true> {
-    /// Dropped by hand in `Drop`: the mutex is released before the hold is recorded.
-    guard: ManuallyDrop<std::sync::MutexGuard<'a, T>>,
-    stamp: Option<Stamp>,
-}
-
-impl<T, const METERED: bool> Deref for MeteredMutexGuard<'_, T, METERED> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.guard
-    }
-}
-
-impl<T, const METERED: bool> DerefMut for MeteredMutexGuard<'_, T, METERED> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.guard
-    }
-}
-
-impl<T, const METERED: bool> Drop for MeteredMutexGuard<'_, T, METERED> {
-    #[inline]
-    fn drop(&mut self) {
-        let end = if METERED { ticks() } else { 0 };
-        // SAFETY: `guard` is dropped exactly once, here; it is not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.guard) };
-        // Recorded after the unlock, so the bookkeeping does not lengthen the hold.
-        if METERED {
-            if let Some(s) = &self.stamp {
-                s.finish(end);
-            }
-        }
-    }
-}
-
-impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredMutexGuard<'_, T, METERED> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl<T: fmt::Debug, const METERED: bool> fmt::Debug for MeteredSpinGuard<'_, T, METERED> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
+pub type MeteredMutexGuard<'a, T, const METERED: bool = true> =
+    MeteredGuard<std::sync::MutexGuard<'a, T>, METERED>;
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -1238,6 +1217,25 @@ mod tests {
     #[test]
     fn mutex_figures_match_a_known_hold() {
         held_while_another_waits(false, "unit-mutex-known-hold");
+    }
+
+    /// A holder whose thread panics (the guard dropped while unwinding) unlocks, and the
+    /// metered hold is still recorded; nothing is poisoned (spinlocks have no poisoning).
+    #[test]
+    fn spinlock_holder_that_panics_unlocks() {
+        let l = MeteredSpinLock::<u32>::named("unit-spin-panic", 0);
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut g = l.lock();
+                *g = 7;
+                panic!("holder dies");
+            })
+            .join()
+        });
+        assert!(r.is_err());
+        assert!(!l.lock.is_locked());
+        assert_eq!(*l.lock(), 7);
+        assert_eq!(site("unit-spin-panic").total, 2);
     }
 
     #[test]

@@ -205,6 +205,25 @@ fn panicking_tag_closure_loses_no_packet() {
     assert_eq!(out, [10, 11, 12, 14, 15]);
 }
 
+/// `w` (the worker that did not leave) receives exactly `expected`, in order, and after it
+/// hands them back the distributor returns exactly those: none lost, none duplicated.
+fn all_once_in_order_at<F: FnMut(&(u64, u64)) -> u64>(
+    d: &mut distributor::Distributor<(u64, u64), F>,
+    w: &mut distributor::Worker<(u64, u64)>,
+    expected: &[(u64, u64)],
+) {
+    let mut got = Vec::new();
+    w.recv_burst(&mut got, 16).unwrap();
+    assert_eq!(
+        got, expected,
+        "every packet, once, in order, at the other worker"
+    );
+    w.done_burst(&mut got).unwrap();
+    let mut out = Vec::new();
+    d.flush(&mut out, Duration::from_secs(5)).unwrap();
+    assert_eq!(out, expected);
+}
+
 /// A tag closure that panics once, on the packet with sequence number `at`.
 fn tag_panicking_once_at(at: u64) -> impl FnMut(&(u64, u64)) -> u64 {
     let mut armed = true;
@@ -238,18 +257,8 @@ fn packets_staged_before_a_tag_panic_survive_their_worker_leaving() {
     // Flow 0 was routed to worker 0, which leaves before the packets reach it.
     w0.leave(Vec::new()).unwrap();
     assert_eq!(d.distribute(&mut burst), Ok(3));
-    let mut w1 = w1;
-    let mut got = Vec::new();
-    w1.recv_burst(&mut got, 16).unwrap();
     let expected: Vec<(u64, u64)> = (0..6).map(|i| (0, i)).collect();
-    assert_eq!(
-        got, expected,
-        "every packet, once, in order, at the other worker"
-    );
-    w1.done_burst(&mut got).unwrap();
-    let mut out = Vec::new();
-    d.flush(&mut out, Duration::from_secs(5)).unwrap();
-    assert_eq!(out, expected);
+    all_once_in_order_at(&mut d, &mut { w1 }, &expected);
 }
 
 /// Item 6, third form: the order check calls `tag` on packets a leaving worker hands back
@@ -284,17 +293,8 @@ fn tag_panic_on_a_packet_handed_back_unprocessed_loses_nothing() {
     // Reading the hand-back panics at packet 101; the next call goes on from there.
     assert!(catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new()))).is_err());
     assert_eq!(d.distribute(&mut Vec::new()), Ok(0));
-    let mut got = Vec::new();
-    w1.recv_burst(&mut got, 16).unwrap();
     let expected: Vec<(u64, u64)> = (0..4).map(|i| (0, 100 + i)).collect();
-    assert_eq!(
-        got, expected,
-        "every packet, once, in order, at the other worker"
-    );
-    w1.done_burst(&mut got).unwrap();
-    let mut out = Vec::new();
-    d.flush(&mut out, Duration::from_secs(5)).unwrap();
-    assert_eq!(out, expected);
+    all_once_in_order_at(&mut d, &mut w1, &expected);
 }
 
 /// A worker that rewrites the field the tag reads (address translation) trips the order

@@ -45,6 +45,50 @@ fn spsc_runs_straddling_the_usize_wrap() {
     }
 }
 
+/// Lazy release across the `usize` wrap: single pops leave slots pending (`released`
+/// behind `head`) while the indices wrap. After every pop the producer sees exactly the
+/// released room (a small model of the consumer's cached view and its pending slots), and
+/// a consumer dropped with slots pending lets the final drop see its real index.
+#[test]
+fn spsc_lazy_release_across_the_usize_wrap() {
+    const CAP: usize = 8;
+    const BATCH: usize = 3;
+    for start in [usize::MAX - 2, usize::MAX, 0usize.wrapping_sub(7)] {
+        let drops = std::rc::Rc::new(std::cell::Cell::new(0));
+        let (mut tx, mut rx) = spsc::with_release_batch::<Token>(CAP, start, BATCH).unwrap();
+        let (mut next, mut expect) = (0u64, 0u64);
+        // Items in the ring, items the consumer's cached view holds, popped but unreleased.
+        let (mut len, mut cached, mut pending) = (0usize, 0usize, 0usize);
+        for round in 0..12 {
+            while !tx.is_full() {
+                tx.push(Token(next, drops.clone())).unwrap();
+                next += 1;
+                len += 1;
+            }
+            assert_eq!(len + pending, CAP, "the producer filled what it saw free");
+            for _ in 0..1 + round % 4 {
+                if cached == 0 {
+                    pending = 0; // released before the consumer looks again
+                    cached = len;
+                }
+                assert_eq!(rx.pop().map(|t| t.0), Some(expect));
+                expect += 1;
+                len -= 1;
+                cached -= 1;
+                pending += 1;
+                if pending == BATCH || cached == 0 {
+                    pending = 0;
+                }
+                assert_eq!(tx.free(), CAP - len - pending);
+            }
+        }
+        // Drop the consumer with slots pending (if any), then the producer.
+        drop(rx);
+        drop(tx);
+        assert_eq!(drops.get(), next, "every item dropped exactly once");
+    }
+}
+
 #[test]
 fn mpsc_runs_straddling_the_u64_wrap() {
     // A run of 4 from u64::MAX - 1 covers MAX-1, MAX, 0, 1: the consumer's `valid_end - head`

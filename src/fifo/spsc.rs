@@ -1213,11 +1213,9 @@ impl<T> ReadChunk<'_, T> {
         let (first, second) = runs(c.head, k, c.mask);
         let a = ptr::slice_from_raw_parts_mut(c.slot(c.head).cast::<T>(), first);
         let b = ptr::slice_from_raw_parts_mut(c.buf.cast::<T>(), second);
+        // `_release` publishes the k items as consumed after the drops, also on unwind.
         let _release = Release { consumer: c, n: k };
-        // SAFETY: the k slots from `head` hold published items lent to this chunk (two
-        // disjoint in-bounds runs); `_release` publishes them as consumed after the drops,
-        // also on unwind, so each is dropped exactly once and the producer reuses the slots
-        // only after.
+        // SAFETY: `a`, `b`: the k published items lent to this chunk, dropped exactly once.
         unsafe { super::drop_runs(a, b) };
     }
 
