@@ -1,12 +1,18 @@
-//! `dist_*` scenario: distributor on CPU 0, one worker on CPU 1, 1024 flows, bursts of 32
-//! (DPDK's `dist_perf` shape). Packets/s and TSC cycles per packet on the distributor's
-//! thread; the worker returns every packet, the distributor collects them, and the sum of
-//! the returned sequence numbers is checked.
+//! `dist_*` scenarios: distributor on CPU 0, one worker on CPU 1, bursts of 32 (DPDK's
+//! `dist_perf` shape). Packets/s and TSC cycles per packet on the distributor's thread; the
+//! worker returns every packet, the distributor collects them, and the sum of the returned
+//! sequence numbers is checked.
+//! - `dist_1worker`: 1024 synthetic flows, round robin.
+//! - `dist_pcap`: the flows of a real capture (`tests/data/loopback.pcap`, tagged by the
+//!   symmetric RSS hash of each frame's 5-tuple, as the `pcap_replay` example does), looped
+//!   with a flow salt per lap, next to the synthetic flows in the same run.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use flowline::distributor::{self, Config};
 
+use crate::frames;
 use crate::harness::{pair, Impl, Metric, Report};
 
 #[inline]
@@ -22,14 +28,14 @@ fn tsc() -> u64 {
     }
 }
 
-/// Returns (Mpkts/s, TSC cycles per packet).
-fn flowline(n: u64, flows: u64, burst: usize) -> Vec<f64> {
+/// Returns (Mpkts/s, TSC cycles per packet); packet `p` has the flow tag `tag(p)`.
+fn flowline(n: u64, tag: impl Fn(u64) -> u64 + Send + 'static, burst: usize) -> Vec<f64> {
     let (mut d, mut ws) = distributor::new(
         Config {
             workers: 1,
             credit: 512,
         },
-        |p: &u64| *p % flows,
+        move |p: &u64| tag(*p),
     )
     .unwrap();
     let mut w = ws.pop().unwrap();
@@ -72,24 +78,53 @@ fn flowline(n: u64, flows: u64, burst: usize) -> Vec<f64> {
     vec![n as f64 / secs / 1e6, cycles as f64 / n as f64]
 }
 
+/// Packets per second through the distributor, and TSC cycles per packet on its thread.
+const METRICS: &[Metric] = &[
+    Metric {
+        suffix: "",
+        unit: "Mpkts/s",
+        higher_is_better: true,
+    },
+    Metric {
+        suffix: "_cycles",
+        unit: "tsc_cycles/pkt",
+        higher_is_better: false,
+    },
+];
+
+/// The capture's per-frame tags (the symmetric RSS hash of each frame's 5-tuple).
+fn capture_tags() -> Arc<Vec<u64>> {
+    let cap = frames::read_capture(include_bytes!("../../tests/data/loopback.pcap"))
+        .expect("the committed capture reads");
+    let ing = frames::Ingest::new(&cap);
+    Arc::new(ing.parsed.iter().map(|p| u64::from(p.rss)).collect())
+}
+
 pub fn run(r: &mut Report) {
     let n: u64 = if r.quick { 200_000 } else { 16 << 20 };
-    let impls: Vec<Impl> = vec![("flowline", Box::new(move || flowline(n, 1024, 32)))];
-    r.scenario(
-        "dist_1worker",
-        &[
-            Metric {
-                suffix: "",
-                unit: "Mpkts/s",
-                higher_is_better: true,
-            },
-            Metric {
-                suffix: "_cycles",
-                unit: "tsc_cycles/pkt",
-                higher_is_better: false,
-            },
-        ],
-        impls,
-        &[],
-    );
+    let synthetic = move |p: u64| p % 1024;
+    let impls: Vec<Impl> = vec![("flowline", Box::new(move || flowline(n, synthetic, 32)))];
+    r.scenario("dist_1worker", METRICS, impls, &[]);
+    if r.wants("dist_pcap") {
+        let tags = capture_tags();
+        let nf = tags.len() as u64;
+        // Lap `p / nf` salts the high half: each lap's flows are new flows.
+        let capture = move |p: u64| (p / nf) << 32 | tags[(p % nf) as usize];
+        let impls: Vec<Impl> = vec![
+            (
+                "flowline_capture",
+                Box::new(move || flowline(n, capture.clone(), 32)),
+            ),
+            (
+                "flowline_synthetic",
+                Box::new(move || flowline(n, synthetic, 32)),
+            ),
+        ];
+        r.scenario(
+            "dist_pcap",
+            METRICS,
+            impls,
+            &[("flowline_capture", "flowline_synthetic")],
+        );
+    }
 }

@@ -15,6 +15,8 @@
 mod cell;
 mod counter;
 mod dist;
+#[path = "../pcap_replay/frames.rs"]
+mod frames;
 mod harness;
 mod lock;
 mod mpsc;
@@ -46,7 +48,7 @@ fn main() {
                 println!("           mpsc_r1024_burst1 mpsc_r1024_burst8 mpsc_r1024_burst32");
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
-                println!("           dist_1worker");
+                println!("           dist_1worker dist_pcap");
                 println!("           lock_uncontended lock_contended_2threads");
                 return;
             }
