@@ -34,6 +34,14 @@ pub(crate) const MODEL_CHECKING: bool = cfg!(loom);
 #[cfg(all(not(loom), feature = "alloc"))]
 pub(crate) use alloc::sync::Arc;
 
+#[cfg(all(loom, feature = "std"))]
+pub(crate) use loom::sync::{Condvar, Mutex};
+/// Blocking primitives for the sleep side of `wait`: std's normally, loom's under
+/// `cfg(loom)` (whose `Condvar::wait_timeout` never times out, so a lost wake-up is a
+/// deadlock the model checker reports).
+#[cfg(all(not(loom), feature = "std"))]
+pub(crate) use std::sync::{Condvar, Mutex};
+
 /// Race tracking for buffers whose elements are accessed through raw pointers (the FIFO
 /// slots).
 ///

@@ -3,9 +3,11 @@
 use core::fmt;
 use core::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::counter::GroupHandle;
 use crate::fifo::spsc;
+use crate::wait::{WaitError, WaitStrategy};
 
 /// What a worker hands back on its control ring, in the order it happens (processed
 /// packets go on a separate ring of bare `T`s, half the lines of this enum). Every entry
@@ -209,6 +211,62 @@ impl<T> Worker<T> {
             self.stats.add(RECEIVED, n as u64);
         }
         Ok(n)
+    }
+
+    /// Like [`recv_burst`](Self::recv_burst), but waits up to `timeout` for at least one
+    /// packet (`Duration::MAX`: no deadline), by this worker's [`WaitStrategy`] (default:
+    /// spin briefly, yield, then sleep until the distributor sends). A worker that uses it
+    /// costs no CPU while its flows are idle; while packets flow it costs what
+    /// `recv_burst` costs. Returns how many packets it appended (at least 1).
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] once the distributor is dropped and nothing is left to
+    /// receive; [`WaitError::Timeout`] if nothing came in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::distributor::{self, Config};
+    /// use flowline::wait::WaitError;
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// let t = std::thread::spawn(move || {
+    ///     let mut b = Vec::new();
+    ///     while let Ok(_) = w.recv_burst_wait(&mut b, 8, Duration::from_secs(10)) {
+    ///         w.done_burst(&mut b).unwrap();
+    ///     }
+    /// });
+    /// d.distribute(&mut vec![1, 2, 3]).unwrap();
+    /// let mut out = Vec::new();
+    /// d.flush(&mut out, Duration::from_secs(10)).unwrap();
+    /// assert_eq!(out, [1, 2, 3]);
+    /// drop(d); // the worker's wait ends with Disconnected
+    /// t.join().unwrap();
+    /// ```
+    pub fn recv_burst_wait(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        let n = self.ends.rx.pop_burst_wait(out, max, timeout)?;
+        self.held += n;
+        if n > 0 {
+            self.stats.add(RECEIVED, n as u64);
+        }
+        Ok(n)
+    }
+
+    /// Sets how [`recv_burst_wait`](Self::recv_burst_wait) waits.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// use flowline::wait::WaitStrategy;
+    /// let (_d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// ws[0].set_wait_strategy(WaitStrategy::SpinYield { spins: 1000 });
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.ends.rx.set_wait_strategy(strategy);
     }
 
     /// Posts `r` on the control ring. The ring holds at least as many entries as the

@@ -105,8 +105,12 @@ use crossbeam_utils::CachePadded;
 use super::CapacityError;
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
+#[cfg(feature = "std")]
+use crate::wait::{self, PushWaitError, Sleepers, Step, WaitError, WaitStrategy};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
+use std::time::Duration;
 
 /// The largest slot count: run lengths are packed in 32 bits.
 const MAX_SLOTS: usize = 1 << 31;
@@ -212,17 +216,27 @@ pub fn with_start_index<T>(
         desc_mask: desc_slots - 1,
         desc_shift: desc_slots.trailing_zeros(),
         tracker: AccessTracker::new(slots),
+        #[cfg(feature = "std")]
+        items: CachePadded::new(Sleepers::new()),
+        #[cfg(feature = "std")]
+        room: CachePadded::new(Sleepers::new()),
         _owns: PhantomData,
     });
+    #[cfg(feature = "std")]
+    wait::register();
     let producer = Producer {
         shared: Arc::clone(&shared),
         cached_head: start,
+        #[cfg(feature = "std")]
+        strategy: WaitStrategy::default(),
     };
     let consumer = Consumer {
         shared,
         head: start,
         valid_end: start,
         run_end: start,
+        #[cfg(feature = "std")]
+        strategy: WaitStrategy::default(),
     };
     Ok((producer, consumer))
 }
@@ -263,6 +277,14 @@ struct Shared<T> {
     /// `log2(runs.len())`, at least 1.
     desc_shift: u32,
     tracker: AccessTracker,
+    /// The consumer sleeping until items arrive (`pop_wait`), on its own line: written only
+    /// when it goes to sleep or wakes, read after every run publication.
+    #[cfg(feature = "std")]
+    items: CachePadded<Sleepers>,
+    /// Producers sleeping until room appears (`push_wait`): read after every `head`
+    /// publication.
+    #[cfg(feature = "std")]
+    room: CachePadded<Sleepers>,
     _owns: PhantomData<T>,
 }
 
@@ -404,6 +426,9 @@ pub struct Producer<T> {
     shared: Arc<Shared<T>>,
     /// Last value of `head` this handle read.
     cached_head: u64,
+    /// How `push_wait` waits.
+    #[cfg(feature = "std")]
+    strategy: WaitStrategy,
 }
 
 impl<T> Clone for Producer<T> {
@@ -415,6 +440,8 @@ impl<T> Clone for Producer<T> {
         Producer {
             shared: Arc::clone(&self.shared),
             cached_head: self.cached_head,
+            #[cfg(feature = "std")]
+            strategy: self.strategy,
         }
     }
 }
@@ -423,6 +450,9 @@ impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         // Release: this handle's publications happen before a consumer that sees 0.
         self.shared.cold.producers.fetch_sub(1, Ordering::Release);
+        // A consumer sleeping in `pop_wait` re-checks (the last producer's drop closes).
+        #[cfg(feature = "std")]
+        self.shared.items.notify();
     }
 }
 
@@ -484,6 +514,8 @@ impl<T> Producer<T> {
         // Release: pairs with the consumer's Acquire stamp load in `run_at`.
         r.stamp
             .store(self.shared.stamp_of(start), Ordering::Release);
+        #[cfg(feature = "std")]
+        self.shared.items.notify();
     }
 
     /// Appends `value`, or gives it back if the ring is full.
@@ -879,6 +911,9 @@ pub struct Consumer<T> {
     valid_end: u64,
     /// End of the current run (`valid_end <= run_end`).
     run_end: u64,
+    /// How the blocking pops wait.
+    #[cfg(feature = "std")]
+    strategy: WaitStrategy,
 }
 
 impl<T> Consumer<T> {
@@ -950,6 +985,8 @@ impl<T> Consumer<T> {
         // reads of the freed slots (and its clearing of their descriptors) happen before
         // they are reused.
         self.shared.head.store(self.head, Ordering::Release);
+        #[cfg(feature = "std")]
+        self.shared.room.notify();
     }
 
     /// Takes the oldest published item, if any (stops at an unpublished reservation).
@@ -1210,6 +1247,249 @@ impl<T> Drop for Consumer<T> {
         self.release();
         // Release: pairs with the producers' Acquire in `is_abandoned`.
         cold.consumer_gone.store(true, Ordering::Release);
+        // Producers sleeping in `push_wait` learn that nothing more will be taken.
+        #[cfg(feature = "std")]
+        self.shared.room.notify();
+    }
+}
+
+/// Blocking operations (see [`crate::wait`]): they wait by this handle's [`WaitStrategy`]
+/// (a clone starts with its original's).
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+impl<T> Producer<T> {
+    /// Sets how [`push_wait`](Self::push_wait) waits (default: [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::wait::WaitStrategy;
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// tx.set_wait_strategy(WaitStrategy::Spin);
+    /// assert_eq!(tx.clone().wait_strategy(), WaitStrategy::Spin);
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How [`push_wait`](Self::push_wait) waits.
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.wait_strategy(), flowline::wait::WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    /// Appends `value`, waiting up to `timeout` for room (`Duration::MAX`: no deadline).
+    /// Costs what [`push`](Self::push) costs when there is room.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] if the consumer is gone (checked first),
+    /// [`WaitError::Timeout`] if the ring stayed full; the item comes back in the error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(1).unwrap();
+    /// let mut tx2 = tx.clone();
+    /// let t = std::thread::spawn(move || tx2.push_wait(2, Duration::from_secs(5)));
+    /// tx.push_wait(1, Duration::from_secs(5)).unwrap();
+    /// let mut got = vec![rx.pop_wait(Duration::from_secs(5)).unwrap()];
+    /// got.push(rx.pop_wait(Duration::from_secs(5)).unwrap());
+    /// t.join().unwrap().unwrap();
+    /// got.sort();
+    /// assert_eq!(got, [1, 2]);
+    /// ```
+    #[inline]
+    pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
+        let mut slot = Some(value);
+        let r = wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |p| {
+                if p.is_abandoned() {
+                    return Step::Closed;
+                }
+                match slot.take().map(|v| p.push(v)) {
+                    Some(Ok(())) => Step::Ready(()),
+                    Some(Err(v)) => {
+                        slot = Some(v);
+                        Step::Pending
+                    }
+                    None => Step::Closed,
+                }
+            },
+            Producer::has_room_or_closed,
+            |p| &p.shared.room,
+        );
+        match (r, slot) {
+            (Ok(()), _) => Ok(()),
+            (Err(error), Some(value)) => Err(PushWaitError { error, value }),
+            (Err(_), None) => unreachable!("the item is kept until it is pushed"),
+        }
+    }
+
+    /// Burst with a wait: waits up to `timeout` until a slot is free, then reserves and
+    /// copies as many items from the front of `items` as fit (one CAS) and returns how
+    /// many (0 only for an empty `items`).
+    ///
+    /// # Errors
+    ///
+    /// As [`push_wait`](Self::push_wait); nothing was pushed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.push_burst_wait(&[1, 2, 3, 4, 5], Duration::from_secs(1)), Ok(4));
+    /// ```
+    #[inline]
+    pub fn push_burst_wait(&mut self, items: &[T], timeout: Duration) -> Result<usize, WaitError>
+    where
+        T: Copy,
+    {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |p| {
+                if p.is_abandoned() {
+                    return Step::Closed;
+                }
+                match p.push_burst(items) {
+                    0 => Step::Pending,
+                    n => Step::Ready(n),
+                }
+            },
+            Producer::has_room_or_closed,
+            |p| &p.shared.room,
+        )
+    }
+
+    /// The sleeper's re-check: a slot is free, or the consumer is gone.
+    fn has_room_or_closed(&self) -> bool {
+        // Acquire (gone): pairs with the consumer's Release in its Drop. Relaxed (tail): an
+        // estimate; a wrong answer costs a poll, not a wake-up, as the poll that follows
+        // reserves with a CAS. Acquire (head): as in `reserve`.
+        self.shared.cold.consumer_gone.load(Ordering::Acquire)
+            || self
+                .shared
+                .tail
+                .load(Ordering::Relaxed)
+                .wrapping_sub(self.shared.head.load(Ordering::Acquire))
+                < self.shared.slots as u64
+    }
+}
+
+/// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+impl<T> Consumer<T> {
+    /// Sets how the blocking pops wait (default: [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::wait::WaitStrategy;
+    /// let (_tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// rx.set_wait_strategy(WaitStrategy::Spin);
+    /// assert_eq!(rx.wait_strategy(), WaitStrategy::Spin);
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How the blocking pops wait.
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(rx.wait_strategy(), flowline::wait::WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    /// Takes the oldest published item, waiting up to `timeout` for one
+    /// (`Duration::MAX`: no deadline). Costs what [`pop`](Self::pop) costs when one is
+    /// there.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] once every producer is gone and nothing is left;
+    /// [`WaitError::Timeout`] if nothing came in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
+    /// std::thread::spawn(move || tx.push(7).unwrap());
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Err(flowline::wait::WaitError::Disconnected));
+    /// ```
+    #[inline]
+    pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |c| match c.pop() {
+                Some(v) => Step::Ready(v),
+                // Every producer gone, then empty again: their last runs were seen.
+                None if c.is_abandoned() => c.pop().map_or(Step::Closed, Step::Ready),
+                None => Step::Pending,
+            },
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// Burst with a wait: waits up to `timeout` until an item is published, then moves up
+    /// to `max` published items onto `out` and returns how many (0 only for `max == 0`).
+    ///
+    /// # Errors
+    ///
+    /// As [`pop_wait`](Self::pop_wait); `out` is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(8).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// let mut v = Vec::new();
+    /// assert_eq!(rx.pop_burst_wait(&mut v, 8, Duration::from_secs(1)), Ok(2));
+    /// ```
+    #[inline]
+    pub fn pop_burst_wait(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |c| match c.pop_burst_into(out, max) {
+                0 if c.is_abandoned() => match c.pop_burst_into(out, max) {
+                    0 => Step::Closed,
+                    n => Step::Ready(n),
+                },
+                0 => Step::Pending,
+                n => Step::Ready(n),
+            },
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// The sleeper's re-check: items left in the current run, a run published after it,
+    /// or every producer gone.
+    fn has_items_or_closed(&self) -> bool {
+        self.head != self.valid_end
+            || self.shared.run_at(self.run_end).is_some()
+            || self.is_abandoned()
     }
 }
 

@@ -94,8 +94,12 @@ use crossbeam_utils::CachePadded;
 use super::CapacityError;
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
+#[cfg(feature = "std")]
+use crate::wait::{self, PushWaitError, Sleepers, Step, WaitError, WaitStrategy};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+#[cfg(feature = "std")]
+use std::time::Duration;
 
 /// Makes a ring of at least `capacity` slots (rounded up to a power of two).
 ///
@@ -186,13 +190,21 @@ fn build<T>(
         buf,
         slots,
         tracker: AccessTracker::new(slots),
+        #[cfg(feature = "std")]
+        items: CachePadded::new(Sleepers::new()),
+        #[cfg(feature = "std")]
+        room: CachePadded::new(Sleepers::new()),
         _owns: PhantomData,
     });
+    #[cfg(feature = "std")]
+    wait::register();
     let producer = Producer {
         buf,
         mask: slots - 1,
         tail: start,
         cached_head: start,
+        #[cfg(feature = "std")]
+        strategy: WaitStrategy::default(),
         shared: Arc::clone(&shared),
     };
     let consumer = Consumer {
@@ -202,6 +214,8 @@ fn build<T>(
         cached_tail: start,
         released: start,
         release_batch,
+        #[cfg(feature = "std")]
+        strategy: WaitStrategy::default(),
         shared,
     };
     Ok((producer, consumer))
@@ -219,6 +233,14 @@ struct Shared<T> {
     buf: *mut MaybeUninit<T>,
     slots: usize,
     tracker: AccessTracker,
+    /// A consumer sleeping until items arrive (`pop_wait`), on its own line: written only
+    /// when it goes to sleep or wakes, read after every publication of `tail`.
+    #[cfg(feature = "std")]
+    items: CachePadded<Sleepers>,
+    /// A producer sleeping until room appears (`push_wait`): likewise, read after every
+    /// publication of `head`.
+    #[cfg(feature = "std")]
+    room: CachePadded<Sleepers>,
     _owns: PhantomData<T>,
 }
 
@@ -276,6 +298,9 @@ pub struct Producer<T> {
     tail: usize,
     /// Last value of `head` read from the consumer's line.
     cached_head: usize,
+    /// How `push_wait` waits.
+    #[cfg(feature = "std")]
+    strategy: WaitStrategy,
     shared: Arc<Shared<T>>,
 }
 
@@ -304,6 +329,9 @@ pub struct Consumer<T> {
     released: usize,
     /// Single pops release their slots in groups of this many (1: every pop).
     release_batch: usize,
+    /// How `pop_wait` waits.
+    #[cfg(feature = "std")]
+    strategy: WaitStrategy,
     shared: Arc<Shared<T>>,
 }
 
@@ -348,6 +376,8 @@ impl<T> Producer<T> {
         // Release: pairs with the consumer's Acquire load of `tail`, so the slot writes
         // before this store are visible to it.
         self.shared.tail.store(self.tail, Ordering::Release);
+        #[cfg(feature = "std")]
+        self.shared.items.notify();
     }
 
     /// Appends `value`, or gives it back if the ring is full.
@@ -542,11 +572,141 @@ impl<T> Producer<T> {
     }
 }
 
+/// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+impl<T> Producer<T> {
+    /// Sets how [`push_wait`](Self::push_wait) waits (default:
+    /// [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::wait::WaitStrategy;
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.set_wait_strategy(WaitStrategy::Spin);
+    /// assert_eq!(tx.wait_strategy(), WaitStrategy::Spin);
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How [`push_wait`](Self::push_wait) waits.
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.wait_strategy(), flowline::wait::WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    /// Appends `value`, waiting up to `timeout` for room. A `timeout` too large to add to
+    /// the current time (`Duration::MAX`) waits without a deadline. Costs what
+    /// [`push`](Self::push) costs when there is room.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] if the consumer is gone (checked first: an item is never
+    /// pushed into a ring nobody reads), [`WaitError::Timeout`] if the ring stayed full;
+    /// either way the item comes back in the error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(1).unwrap();
+    /// tx.push(1).unwrap();
+    /// let t = std::thread::spawn(move || (rx.pop_wait(Duration::from_secs(5)), rx.pop_wait(Duration::from_secs(5))));
+    /// tx.push_wait(2, Duration::from_secs(5)).unwrap();
+    /// assert_eq!(t.join().unwrap(), (Ok(1), Ok(2)));
+    /// ```
+    #[inline]
+    pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
+        let mut slot = Some(value);
+        let r = wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |p| {
+                if p.is_abandoned() {
+                    return Step::Closed;
+                }
+                match slot.take().map(|v| p.push(v)) {
+                    Some(Ok(())) => Step::Ready(()),
+                    Some(Err(v)) => {
+                        slot = Some(v);
+                        Step::Pending
+                    }
+                    None => Step::Closed,
+                }
+            },
+            Producer::has_room_or_closed,
+            |p| &p.shared.room,
+        );
+        match (r, slot) {
+            (Ok(()), _) => Ok(()),
+            (Err(error), Some(value)) => Err(PushWaitError { error, value }),
+            (Err(_), None) => unreachable!("the item is kept until it is pushed"),
+        }
+    }
+
+    /// Burst with a wait: waits up to `timeout` until at least one slot is free, then
+    /// copies as many items from the front of `items` as fit, with one index store, and
+    /// returns how many (0 only for an empty `items`).
+    ///
+    /// # Errors
+    ///
+    /// As [`push_wait`](Self::push_wait); nothing was pushed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(tx.push_burst_wait(&[1, 2, 3, 4, 5], Duration::from_secs(1)), Ok(4));
+    /// assert_eq!(rx.pop(), Some(1));
+    /// assert_eq!(tx.push_burst_wait(&[5], Duration::from_secs(1)), Ok(1));
+    /// ```
+    #[inline]
+    pub fn push_burst_wait(&mut self, items: &[T], timeout: Duration) -> Result<usize, WaitError>
+    where
+        T: Copy,
+    {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |p| {
+                if p.is_abandoned() {
+                    return Step::Closed;
+                }
+                match p.push_burst(items) {
+                    0 => Step::Pending,
+                    n => Step::Ready(n),
+                }
+            },
+            Producer::has_room_or_closed,
+            |p| &p.shared.room,
+        )
+    }
+
+    /// The sleeper's re-check: a slot is free, or the consumer is gone.
+    fn has_room_or_closed(&self) -> bool {
+        // Acquire: as in `free_for` and `is_abandoned`.
+        self.shared.consumer_gone.load(Ordering::Acquire)
+            || self
+                .tail
+                .wrapping_sub(self.shared.head.load(Ordering::Acquire))
+                <= self.mask
+    }
+}
+
 impl<T> Drop for Producer<T> {
     fn drop(&mut self) {
         // Release: everything this end published happens before a consumer that sees the
         // flag (it then reads the final `tail`).
         self.shared.producer_gone.store(true, Ordering::Release);
+        // A consumer sleeping in `pop_wait` learns that nothing more will come.
+        #[cfg(feature = "std")]
+        self.shared.items.notify();
     }
 }
 
@@ -765,6 +925,8 @@ impl<T> Consumer<T> {
         // Release: pairs with the producer's Acquire load of `head`, so this end's reads of
         // the released slots happen before the producer reuses them.
         self.shared.head.store(self.head, Ordering::Release);
+        #[cfg(feature = "std")]
+        self.shared.room.notify();
     }
 
     /// Consumes the slot at `head` for a single pop: released to the producer once
@@ -1061,12 +1223,127 @@ impl<T> Consumer<T> {
     }
 }
 
+/// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+impl<T> Consumer<T> {
+    /// Sets how [`pop_wait`](Self::pop_wait) and
+    /// [`pop_burst_wait`](Self::pop_burst_wait) wait (default: [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::wait::WaitStrategy;
+    /// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// rx.set_wait_strategy(WaitStrategy::SpinYield { spins: 100 });
+    /// assert_eq!(rx.wait_strategy(), WaitStrategy::SpinYield { spins: 100 });
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How the blocking pops wait.
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert_eq!(rx.wait_strategy(), flowline::wait::WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    /// Takes the oldest item, waiting up to `timeout` for one. A `timeout` too large to add
+    /// to the current time (`Duration::MAX`) waits without a deadline. Costs what
+    /// [`pop`](Self::pop) costs when an item is there.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] once the producer is gone and the ring is empty;
+    /// [`WaitError::Timeout`] if nothing came in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+    /// std::thread::spawn(move || tx.push(7).unwrap());
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+    /// ```
+    #[inline]
+    pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |c| match c.pop() {
+                Some(v) => Step::Ready(v),
+                // Gone, then empty again: items published before the drop were seen.
+                None if c.is_abandoned() => c.pop().map_or(Step::Closed, Step::Ready),
+                None => Step::Pending,
+            },
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// Burst with a wait: waits up to `timeout` until at least one item is there, then
+    /// moves up to `max` items onto `out` with one index store, and returns how many (0
+    /// only for `max == 0`).
+    ///
+    /// # Errors
+    ///
+    /// As [`pop_wait`](Self::pop_wait); `out` is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(8).unwrap();
+    /// std::thread::spawn(move || tx.push_burst(&[1, 2, 3]));
+    /// let mut v = Vec::new();
+    /// while v.len() < 3 {
+    ///     rx.pop_burst_wait(&mut v, 8, Duration::from_secs(5)).unwrap();
+    /// }
+    /// assert_eq!(v, [1, 2, 3]);
+    /// ```
+    #[inline]
+    pub fn pop_burst_wait(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |c| match c.pop_burst_into(out, max) {
+                0 if c.is_abandoned() => match c.pop_burst_into(out, max) {
+                    0 => Step::Closed,
+                    n => Step::Ready(n),
+                },
+                0 => Step::Pending,
+                n => Step::Ready(n),
+            },
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// The sleeper's re-check: an item is published, or the producer is gone.
+    fn has_items_or_closed(&self) -> bool {
+        // Acquire: as in `available_for` and `is_abandoned`.
+        self.shared.tail.load(Ordering::Acquire) != self.head
+            || self.shared.producer_gone.load(Ordering::Acquire)
+    }
+}
+
 impl<T> Drop for Consumer<T> {
     fn drop(&mut self) {
         // The final index: `Shared::drop` drops what lies between it and `tail`.
         self.release_pending();
         // Release: pairs with the producer's Acquire in `is_abandoned`.
         self.shared.consumer_gone.store(true, Ordering::Release);
+        // A producer sleeping in `push_wait` learns that nothing more will be taken.
+        #[cfg(feature = "std")]
+        self.shared.room.notify();
     }
 }
 

@@ -1,0 +1,406 @@
+//! Waiting without burning a core: wait strategies, and the sleeper / notify protocol the
+//! rings use for their blocking operations (`pop_wait`, `push_wait`, ...).
+//!
+//! # What a busy ring pays
+//!
+//! Each direction of a ring (items for the consumer, room for the producer) has a sleeper
+//! count on a line that is written only when a thread goes to sleep or wakes. After every
+//! index publication the publishing side runs a *light barrier* and loads that count; while
+//! nobody sleeps the line stays shared in both caches, so the check is an L1 hit and a
+//! predictable branch: no shared write, no atomic read-modify-write. Only when the count is
+//! non-zero does the publisher take the sleepers' mutex and notify.
+//!
+//! # No lost wake-ups
+//!
+//! The sleeper announces itself (increments the count), runs a *heavy barrier*, re-checks
+//! the ring, and only then waits on a condition variable, holding the mutex from the
+//! announcement to the wait. The publisher stores its index, runs the light barrier, then
+//! loads the count. The two barriers order each side's store before its load (the
+//! store-load case that plain release / acquire does not cover): either the publisher sees
+//! the announcement and notifies (it takes the mutex, so it cannot notify between the
+//! sleeper's re-check and its wait), or the sleeper's re-check sees the new index.
+//!
+//! On Linux the barriers are asymmetric: the light one is a compiler fence, the heavy one
+//! the `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` system call, which makes every CPU
+//! running a thread of this process execute a full memory barrier before it returns (a few
+//! microseconds, paid by the thread about to sleep). Where that call is unavailable (other
+//! systems, old kernels, seccomp filters), under Miri and under loom, both barriers are
+//! `fence(SeqCst)`. The loom models (`tests/loom_wait.rs`) check the protocol with the
+//! fences; Miri checks it with the fences; the asymmetric pair relies on the kernel's
+//! documented guarantee.
+//!
+//! ```
+//! use std::time::Duration;
+//! use flowline::fifo::spsc;
+//! use flowline::wait::{WaitError, WaitStrategy};
+//!
+//! let (mut tx, mut rx) = spsc::channel::<u64>(64).unwrap();
+//! rx.set_wait_strategy(WaitStrategy::SpinPark { spins: 64, yields: 4 });
+//! let t = std::thread::spawn(move || {
+//!     for i in 0..1000 {
+//!         tx.push_wait(i, Duration::from_secs(10)).unwrap();
+//!     }
+//! });
+//! for i in 0..1000 {
+//!     assert_eq!(rx.pop_wait(Duration::from_secs(10)), Ok(i));
+//! }
+//! t.join().unwrap();
+//! // The producer is gone and the ring is empty: the wait ends at once.
+//! assert_eq!(rx.pop_wait(Duration::from_secs(10)), Err(WaitError::Disconnected));
+//! ```
+
+use core::fmt;
+use std::time::{Duration, Instant};
+
+use crate::sync::atomic::{fence, AtomicU32, Ordering};
+use crate::sync::{Condvar, Mutex};
+
+/// How a blocking operation waits while it cannot go on.
+///
+/// ```
+/// use flowline::wait::WaitStrategy;
+/// assert_eq!(WaitStrategy::default(), WaitStrategy::SpinPark { spins: 128, yields: 8 });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitStrategy {
+    /// Poll in a loop with a spin-loop hint: the lowest latency, a whole core while waiting.
+    Spin,
+    /// Poll `spins` times with a spin-loop hint, then yield the CPU between polls (other
+    /// threads run; the core stays busy when nothing else wants it).
+    SpinYield {
+        /// Polls before the first yield.
+        spins: u32,
+    },
+    /// Poll `spins` times, yield `yields` times, then sleep until the other side publishes
+    /// (or closes, or the timeout passes). Costs nothing while sleeping; waking takes the
+    /// scheduler's time (microseconds).
+    SpinPark {
+        /// Polls before the first yield.
+        spins: u32,
+        /// Yields before sleeping.
+        yields: u32,
+    },
+}
+
+impl Default for WaitStrategy {
+    /// `SpinPark { spins: 128, yields: 8 }`: a burst that arrives within about a
+    /// microsecond is taken without a system call; a longer wait sleeps.
+    fn default() -> Self {
+        WaitStrategy::SpinPark {
+            spins: 128,
+            yields: 8,
+        }
+    }
+}
+
+/// Why a blocking operation gave up.
+///
+/// ```
+/// use std::time::Duration;
+/// use flowline::wait::WaitError;
+/// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+/// assert_eq!(rx.pop_wait(Duration::from_millis(1)), Err(WaitError::Timeout));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitError {
+    /// The timeout passed first.
+    Timeout,
+    /// The other end was dropped: no item will come (the ring is empty), or no item will
+    /// ever be taken.
+    Disconnected,
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::Timeout => write!(f, "the wait timed out"),
+            WaitError::Disconnected => write!(f, "the other end of the ring was dropped"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+/// A blocking push that gave up, with the item it could not place.
+///
+/// ```
+/// use std::time::Duration;
+/// use flowline::wait::WaitError;
+/// let (mut tx, rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+/// tx.push(1).unwrap();
+/// let e = tx.push_wait(2, Duration::from_millis(1)).unwrap_err();
+/// assert_eq!((e.error, e.value), (WaitError::Timeout, 2));
+/// drop(rx);
+/// assert_eq!(tx.push_wait(3, Duration::ZERO).unwrap_err().error, WaitError::Disconnected);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct PushWaitError<T> {
+    /// Why.
+    pub error: WaitError,
+    /// The item, given back.
+    pub value: T,
+}
+
+impl<T> fmt::Debug for PushWaitError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PushWaitError")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for PushWaitError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<T> std::error::Error for PushWaitError<T> {}
+
+/// The asymmetric barrier pair (see the module docs).
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+mod membarrier {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::Once;
+
+    const CMD_QUERY: libc::c_long = 0;
+    const CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+    /// 1 once this process is registered for private expedited barriers.
+    static READY: AtomicU8 = AtomicU8::new(0);
+    static REGISTER: Once = Once::new();
+
+    fn membarrier(cmd: libc::c_long) -> libc::c_long {
+        // SAFETY: membarrier takes two integer arguments (command, flags) and touches no
+        // memory of this process; unknown commands fail with EINVAL.
+        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long) }
+    }
+
+    /// Registers the process (once); afterwards `ready()` is true if the kernel offers
+    /// private expedited barriers. Called when a ring is created, so the registration
+    /// happens before either end of any ring runs on another thread.
+    pub(super) fn register() {
+        REGISTER.call_once(|| {
+            let supported = membarrier(CMD_QUERY);
+            let wanted = CMD_PRIVATE_EXPEDITED | CMD_REGISTER_PRIVATE_EXPEDITED;
+            if supported >= 0
+                && supported & wanted == wanted
+                && membarrier(CMD_REGISTER_PRIVATE_EXPEDITED) == 0
+            {
+                // Relaxed: `Once` orders this store before every `call_once` return,
+                // and ring handles reach other threads through a happens-before edge
+                // (spawn, a channel) that starts after their creation.
+                READY.store(1, Ordering::Relaxed);
+            }
+        });
+    }
+
+    #[inline(always)]
+    pub(super) fn ready() -> bool {
+        // Relaxed: see `register`; the value never changes after it.
+        READY.load(Ordering::Relaxed) == 1
+    }
+
+    /// A full memory barrier on every CPU running a thread of this process. Returns false
+    /// if the call failed (the caller then falls back to a fence).
+    pub(super) fn heavy() -> bool {
+        membarrier(CMD_PRIVATE_EXPEDITED) == 0
+    }
+}
+
+/// Sets up the barriers (once per process). Ring constructors call it.
+#[inline]
+pub(crate) fn register() {
+    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+    membarrier::register();
+}
+
+/// The publisher's half: orders its index store before its load of the sleeper count.
+#[inline(always)]
+fn light_barrier() {
+    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+    if membarrier::ready() {
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        return;
+    }
+    fence(Ordering::SeqCst);
+}
+
+/// The sleeper's half: orders its announcement before its re-check of the ring.
+fn heavy_barrier() {
+    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+    if membarrier::ready() && membarrier::heavy() {
+        return;
+    }
+    // Without the system call (or if it failed, which the kernel documents only for
+    // unregistered processes): a full fence here, and the light barrier is one too.
+    // A failure after registration would leave publishers with a compiler fence only, so
+    // it is treated as fatal rather than risk a lost wake-up.
+    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+    if membarrier::ready() {
+        panic!("flowline: membarrier failed after registration; cannot order a sleep safely");
+    }
+    fence(Ordering::SeqCst);
+}
+
+/// Threads sleeping until one direction of a ring makes progress (items to take, or
+/// room to fill), and the means to wake them.
+#[derive(Debug)]
+pub(crate) struct Sleepers {
+    /// Threads announced as sleeping. Written only by sleepers; read by every publication.
+    waiting: AtomicU32,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl Sleepers {
+    pub(crate) fn new() -> Self {
+        Sleepers {
+            waiting: AtomicU32::new(0),
+            lock: Mutex::new(()),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// The publisher's check, right after it stored its index: wakes the sleepers, if any.
+    #[inline(always)]
+    pub(crate) fn notify(&self) {
+        light_barrier();
+        // Relaxed: the barrier pair orders this load after the index store and against the
+        // sleeper's announcement (module docs); the wake itself synchronises via the mutex.
+        if self.waiting.load(Ordering::Relaxed) != 0 {
+            self.wake_all();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_all(&self) {
+        // Taking the mutex waits out a sleeper between its re-check and its wait.
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
+    }
+
+    /// Sleeps until `ready()` is true or `deadline` passes; returns `ready()`'s last
+    /// answer. `ready` must only read shared state (it runs under the mutex, so it must not
+    /// publish, which could take another direction's mutex).
+    pub(crate) fn sleep_until(&self, ready: impl Fn() -> bool, deadline: Option<Instant>) -> bool {
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // SeqCst: the announcement is the store of the sleeper's store-load pair.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        heavy_barrier();
+        let ready_now = loop {
+            if ready() {
+                break true;
+            }
+            match deadline {
+                None => g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break false;
+                    }
+                    g = self
+                        .cv
+                        .wait_timeout(g, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        };
+        // Relaxed: a publisher that still sees the count only takes the mutex for nothing.
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        drop(g);
+        ready_now
+    }
+}
+
+/// One poll of a blocking operation.
+pub(crate) enum Step<R> {
+    /// Done.
+    Ready(R),
+    /// Nothing yet.
+    Pending,
+    /// The other end is gone and nothing more will come.
+    Closed,
+}
+
+/// Waits by `strategy` until `poll` is ready or closed, or `timeout` passes. `ready` is the
+/// sleeper's read-only re-check (true when a poll would make progress or see the close);
+/// `sleepers` the direction to sleep on. The clock is read only after the first poll
+/// failed, so an operation that finds what it wants at once costs no clock read.
+#[inline]
+pub(crate) fn wait_loop<H, R>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    mut poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<R, WaitError> {
+    match poll(h) {
+        Step::Ready(r) => return Ok(r),
+        Step::Closed => return Err(WaitError::Disconnected),
+        Step::Pending => {}
+    }
+    wait_slow(h, strategy, timeout, poll, ready, sleepers)
+}
+
+#[inline(never)]
+fn wait_slow<H, R>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    mut poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<R, WaitError> {
+    // `None`: too far to represent, i.e. no deadline.
+    let deadline = Instant::now().checked_add(timeout);
+    let expired = || deadline.is_some_and(|d| Instant::now() >= d);
+    let (spins, yields, park) = match strategy {
+        WaitStrategy::Spin => (u32::MAX, 0, false),
+        WaitStrategy::SpinYield { spins } => (spins, u32::MAX, false),
+        WaitStrategy::SpinPark { spins, yields } => (spins, yields, true),
+    };
+    let mut n = 0u32;
+    loop {
+        match poll(h) {
+            Step::Ready(r) => return Ok(r),
+            Step::Closed => return Err(WaitError::Disconnected),
+            Step::Pending => {}
+        }
+        // The clock every 64 polls while spinning, on every poll after.
+        if (n >= spins || n % 64 == 63) && expired() {
+            return Err(WaitError::Timeout);
+        }
+        if n < spins {
+            n += 1;
+            spin_once();
+        } else if n - spins < yields {
+            n += 1;
+            yield_once();
+        } else if park {
+            sleepers(h).sleep_until(|| ready(h), deadline);
+        } else {
+            yield_once();
+        }
+    }
+}
+
+#[inline(always)]
+fn spin_once() {
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+#[inline(always)]
+fn yield_once() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
