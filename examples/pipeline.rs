@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use flowline::distributor::{self, Config};
 use flowline::topology;
+use flowline::wait::WaitError;
 
 #[derive(Clone, Copy, Debug)]
 struct Packet {
@@ -174,17 +175,14 @@ fn main() -> ExitCode {
                 let mut rng = Rng(0x9e37_79b9 ^ (w.id() as u64 + 1));
                 let mut burst = Vec::new();
                 let mut done = Vec::new();
-                // Spin briefly when idle, then yield: with more threads than CPUs a
-                // spinning worker would hold the core the distributor needs.
-                let idle = crossbeam_utils::Backoff::new();
+                // When idle: spin briefly, yield, then sleep until the distributor sends
+                // (the default wait strategy); with more threads than CPUs a spinning
+                // worker would hold the core the distributor needs.
                 loop {
-                    match w.recv_burst(&mut burst, 64) {
-                        Err(_) => return,
-                        Ok(0) => {
-                            idle.snooze();
-                            continue;
-                        }
-                        Ok(_) => idle.reset(),
+                    match w.recv_burst_wait(&mut burst, 64, Duration::MAX) {
+                        Err(WaitError::Disconnected) => return,
+                        Err(WaitError::Timeout) => unreachable!("no deadline"),
+                        Ok(_) => {}
                     }
                     for mut p in burst.drain(..) {
                         for i in 0..work {

@@ -356,9 +356,22 @@ fn wait_slow<H, R>(
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
 ) -> Result<R, WaitError> {
-    // `None`: too far to represent, i.e. no deadline.
-    let deadline = Instant::now().checked_add(timeout);
-    let expired = || deadline.is_some_and(|d| Instant::now() >= d);
+    // The clock is read only when a deadline matters: never for `Duration::MAX`, and first
+    // at the first check (after 64 polls, or when the spinning ends), so a wait that ends
+    // within a short spin reads no clock; the deadline counts from that first read.
+    // `Some(None)`: no deadline (too far to represent).
+    let mut deadline: Option<Option<Instant>> = if timeout == Duration::MAX {
+        Some(None)
+    } else {
+        None
+    };
+    let expired = |deadline: &mut Option<Option<Instant>>| match *deadline {
+        Some(d) => d.is_some_and(|d| Instant::now() >= d),
+        None => {
+            *deadline = Some(Instant::now().checked_add(timeout));
+            timeout.is_zero()
+        }
+    };
     let (spins, yields, park) = match strategy {
         WaitStrategy::Spin => (u32::MAX, 0, false),
         WaitStrategy::SpinYield { spins } => (spins, u32::MAX, false),
@@ -372,7 +385,7 @@ fn wait_slow<H, R>(
             Step::Pending => {}
         }
         // The clock every 64 polls while spinning, on every poll after.
-        if (n >= spins || n % 64 == 63) && expired() {
+        if (n >= spins || n % 64 == 63) && expired(&mut deadline) {
             return Err(WaitError::Timeout);
         }
         if n < spins {
@@ -382,7 +395,8 @@ fn wait_slow<H, R>(
             n += 1;
             yield_once();
         } else if park {
-            sleepers(h).sleep_until(|| ready(h), deadline);
+            // `n >= spins` here, so the deadline has been read.
+            sleepers(h).sleep_until(|| ready(h), deadline.flatten());
         } else {
             yield_once();
         }

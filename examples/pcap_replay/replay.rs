@@ -122,17 +122,10 @@ pub fn replay(
                         topology::pin_current_thread(1 + w.id() % cpus.max(2).saturating_sub(1));
                 }
                 let mut burst = Vec::new();
-                // Spin briefly when idle, then yield: with more threads than CPUs a
-                // spinning worker would hold the core the distributor needs.
-                let idle = crossbeam_utils::Backoff::new();
+                // When idle: spin briefly, yield, then sleep until the distributor sends.
                 loop {
-                    match w.recv_burst(&mut burst, 64) {
-                        Err(_) => return,
-                        Ok(0) => {
-                            idle.snooze();
-                            continue;
-                        }
-                        Ok(_) => idle.reset(),
+                    if w.recv_burst_wait(&mut burst, 64, Duration::MAX).is_err() {
+                        return; // the distributor is gone (no deadline: never a timeout)
                     }
                     // The work: parse the frame's headers, as an L3/L4 stage would.
                     for p in burst.iter_mut() {

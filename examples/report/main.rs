@@ -21,6 +21,7 @@ mod harness;
 mod lock;
 mod mpsc;
 mod spsc;
+mod wait;
 
 fn main() {
     let mut filters = Vec::new();
@@ -50,6 +51,9 @@ fn main() {
                 println!("           counter_2writers_inc counter_pktgen");
                 println!("           dist_1worker dist_pcap");
                 println!("           lock_uncontended lock_contended_2threads");
+                println!(
+                    "           wait_spsc_burst1 wait_spsc_burst32 wait_wake_latency wait_idle_cpu"
+                );
                 return;
             }
             f if f.starts_with('-') => {
@@ -69,5 +73,6 @@ fn main() {
     counter::run(&mut r);
     dist::run(&mut r);
     lock::run_all(&mut r);
+    wait::run(&mut r);
     r.print_table();
 }

@@ -619,6 +619,22 @@ impl<T> Producer<T> {
     /// ```
     #[inline]
     pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
+        // The fast path is `push` and one load of a line nobody writes until the drop.
+        if self.is_abandoned() {
+            return Err(PushWaitError {
+                error: WaitError::Disconnected,
+                value,
+            });
+        }
+        match self.push(value) {
+            Ok(()) => Ok(()),
+            Err(value) => self.push_wait_slow(value, timeout),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_wait_slow(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
         let mut slot = Some(value);
         let r = wait::wait_loop(
             self,
@@ -1267,6 +1283,15 @@ impl<T> Consumer<T> {
     /// ```
     #[inline]
     pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
+        match self.pop() {
+            Some(v) => Ok(v),
+            None => self.pop_wait_slow(timeout),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pop_wait_slow(&mut self, timeout: Duration) -> Result<T, WaitError> {
         wait::wait_loop(
             self,
             self.strategy,

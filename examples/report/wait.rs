@@ -1,0 +1,266 @@
+//! `wait_*` scenarios: the blocking ring operations (`flowline::wait`).
+//! - `wait_spsc_burst1`, `wait_spsc_burst32`: throughput while busy, the waiting API
+//!   (`push_wait` / `pop_wait`, default strategy) against the polling one (`push` / `pop`
+//!   spinning on failure), same ring, same shape; target within 3%.
+//! - `wait_wake_latency`: the producer sends one timestamp every 300 us into an empty
+//!   channel whose consumer is asleep by then; the consumer's delay from send to wake-up,
+//!   p50 and p99, against `std::sync::mpsc::sync_channel` and `crossbeam_channel::bounded`.
+//! - `wait_idle_cpu`: CPU time a consumer spends waiting on an empty ring (the thread's own
+//!   `getrusage(RUSAGE_THREAD)`), as % of one CPU: the default park strategy, and
+//!   spin-then-yield for contrast; target at most 1% for park.
+
+use std::hint::spin_loop;
+use std::time::{Duration, Instant};
+
+use flowline::fifo::spsc;
+use flowline::wait::WaitStrategy;
+
+use crate::harness::{pair, Impl, Metric, Report};
+use crate::spsc::{single, Placement, RING};
+
+const FOREVER: Duration = Duration::MAX;
+
+fn burst32(n: u64, wait: bool) -> f64 {
+    const B: usize = 32;
+    let (mut tx, mut rx) = spsc::channel::<u64>(RING).unwrap();
+    let (_, (elapsed, sum)) = pair(
+        move || {
+            let mut buf = [0u64; B];
+            let mut next = 0u64;
+            while next < n {
+                let k = (n - next).min(B as u64) as usize;
+                for (j, b) in buf[..k].iter_mut().enumerate() {
+                    *b = next + j as u64;
+                }
+                let sent = if wait {
+                    tx.push_burst_wait(&buf[..k], FOREVER).unwrap()
+                } else {
+                    tx.push_burst(&buf[..k])
+                };
+                if sent == 0 {
+                    spin_loop();
+                }
+                next += sent as u64;
+            }
+        },
+        move || {
+            let t = Instant::now();
+            let mut out = Vec::with_capacity(B);
+            let (mut got, mut sum) = (0u64, 0u64);
+            while got < n {
+                out.clear();
+                let k = if wait {
+                    rx.pop_burst_wait(&mut out, B, FOREVER).unwrap()
+                } else {
+                    rx.pop_burst_into(&mut out, B)
+                };
+                if k == 0 {
+                    spin_loop();
+                }
+                got += k as u64;
+                sum = out.iter().fold(sum, |s, &v| s.wrapping_add(v));
+            }
+            (t.elapsed(), sum)
+        },
+    );
+    assert_eq!(sum, n * (n - 1) / 2);
+    n as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// p50 and p99 wake-up latency in us over `rounds` sends spaced `gap` apart.
+fn latency<S: Send, R: Send>(
+    rounds: usize,
+    gap: Duration,
+    (tx, rx): (S, R),
+    send: fn(&mut S, Instant),
+    recv: fn(&mut R) -> Option<Instant>,
+) -> Vec<f64> {
+    let (_, mut lat) = pair(
+        move || {
+            let mut tx = tx;
+            for _ in 0..rounds {
+                std::thread::sleep(gap);
+                send(&mut tx, Instant::now());
+            }
+        },
+        move || {
+            let mut rx = rx;
+            let mut lat = Vec::with_capacity(rounds);
+            while let Some(t) = recv(&mut rx) {
+                lat.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            lat
+        },
+    );
+    assert_eq!(lat.len(), rounds);
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize];
+    vec![at(0.5), at(0.99)]
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage writes one `rusage` into the zeroed struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: RUSAGE_THREAD with a valid out pointer.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) } == 0 {
+            let tv = |t: libc::timeval| {
+                Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+            };
+            return tv(u.ru_utime) + tv(u.ru_stime);
+        }
+    }
+    Duration::ZERO
+}
+
+/// % of one CPU used by a consumer waiting `span` on an empty ring with `strategy`.
+fn idle_cpu(span: Duration, strategy: WaitStrategy) -> f64 {
+    let (tx, mut rx) = spsc::channel::<u64>(RING).unwrap();
+    rx.set_wait_strategy(strategy);
+    let (pct, ()) = pair(
+        move || {
+            let c0 = thread_cpu();
+            let t = Instant::now();
+            let r = rx.pop_wait(span);
+            assert!(r.is_err(), "nothing was sent");
+            let used = thread_cpu() - c0;
+            100.0 * used.as_secs_f64() / t.elapsed().as_secs_f64()
+        },
+        move || {
+            // Keep the producer alive for the whole wait.
+            std::thread::sleep(span + Duration::from_millis(50));
+            drop(tx);
+        },
+    );
+    pct
+}
+
+pub fn run(r: &mut Report) {
+    let thr = [Metric {
+        suffix: "",
+        unit: "Mitems/s",
+        higher_is_better: true,
+    }];
+    let n1: u64 = if r.quick { 100_000 } else { 8 << 20 };
+    r.scenario(
+        "wait_spsc_burst1",
+        &thr,
+        vec![
+            (
+                "flowline_wait",
+                Box::new(move || {
+                    let (tx, rx) = spsc::channel::<u64>(RING).unwrap();
+                    vec![single(
+                        n1,
+                        tx,
+                        rx,
+                        Placement::Stack,
+                        |t, v| t.push_wait(v, FOREVER).is_ok(),
+                        |r| r.pop_wait(FOREVER).ok(),
+                    )]
+                }),
+            ),
+            (
+                "flowline",
+                Box::new(move || vec![crate::spsc::flowline_single(n1, Placement::Stack)]),
+            ),
+        ],
+        &[("flowline_wait", "flowline")],
+    );
+    let n32: u64 = if r.quick { 100_000 } else { 16 << 20 };
+    r.scenario(
+        "wait_spsc_burst32",
+        &thr,
+        vec![
+            ("flowline_wait", Box::new(move || vec![burst32(n32, true)])),
+            ("flowline", Box::new(move || vec![burst32(n32, false)])),
+        ],
+        &[("flowline_wait", "flowline")],
+    );
+
+    let rounds = if r.quick { 20 } else { 2000 };
+    let gap = Duration::from_micros(300);
+    let lat = [
+        Metric {
+            suffix: "",
+            unit: "us_p50",
+            higher_is_better: false,
+        },
+        Metric {
+            suffix: "_p99",
+            unit: "us",
+            higher_is_better: false,
+        },
+    ];
+    let impls: Vec<Impl> = vec![
+        (
+            "flowline",
+            Box::new(move || {
+                latency(
+                    rounds,
+                    gap,
+                    spsc::channel::<Instant>(RING).unwrap(),
+                    |t, v| t.push_wait(v, FOREVER).unwrap(),
+                    |r| r.pop_wait(FOREVER).ok(),
+                )
+            }),
+        ),
+        (
+            "std",
+            Box::new(move || {
+                latency(
+                    rounds,
+                    gap,
+                    std::sync::mpsc::sync_channel::<Instant>(RING),
+                    |t, v| t.send(v).unwrap(),
+                    |r| r.recv().ok(),
+                )
+            }),
+        ),
+        (
+            "crossbeam",
+            Box::new(move || {
+                latency(
+                    rounds,
+                    gap,
+                    crossbeam_channel::bounded::<Instant>(RING),
+                    |t, v| t.send(v).unwrap(),
+                    |r| r.recv().ok(),
+                )
+            }),
+        ),
+    ];
+    r.scenario(
+        "wait_wake_latency",
+        &lat,
+        impls,
+        &[("flowline", "std"), ("flowline", "crossbeam")],
+    );
+
+    let span = if r.quick {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(2)
+    };
+    r.scenario(
+        "wait_idle_cpu",
+        &[Metric {
+            suffix: "",
+            unit: "pct_cpu",
+            higher_is_better: false,
+        }],
+        vec![
+            (
+                "flowline_park",
+                Box::new(move || vec![idle_cpu(span, WaitStrategy::default())]),
+            ),
+            (
+                "flowline_yield",
+                Box::new(move || vec![idle_cpu(span, WaitStrategy::SpinYield { spins: 128 })]),
+            ),
+        ],
+        &[],
+    );
+}
