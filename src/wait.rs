@@ -29,6 +29,19 @@
 //! fences; Miri checks it with the fences; the asymmetric pair relies on the kernel's
 //! documented guarantee.
 //!
+//! Costs to know about:
+//! - each sleep runs the heavy barrier: on Linux it interrupts every CPU that is running a
+//!   thread of this process (an IPI; microseconds), busy pollers on isolated cores
+//!   included. Threads that sleep often (a consumer whose producer trickles) make the
+//!   process's busy threads pay that; a strategy with more spins, or `SpinYield`, avoids it.
+//! - where membarrier is unavailable (other systems, kernels before 4.14, a seccomp filter
+//!   at the first ring's creation), the light barrier is a full fence on every
+//!   publication (an `mfence` on x86: tens of cycles per push or burst). Not measured
+//!   here; the figures in the README are Linux with membarrier.
+//! - if the barrier call fails after registration (a seccomp filter installed later,
+//!   `ENOMEM`), waits stop sleeping for the rest of the process and poll with
+//!   `yield_now` instead: still correct, no longer free while idle.
+//!
 //! ```
 //! use std::time::Duration;
 //! use flowline::fifo::spsc;
@@ -227,21 +240,32 @@ fn light_barrier() {
     fence(Ordering::SeqCst);
 }
 
-/// The sleeper's half: orders its announcement before its re-check of the ring.
-fn heavy_barrier() {
-    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-    if membarrier::ready() && membarrier::heavy() {
-        return;
-    }
-    // Without the system call (or if it failed, which the kernel documents only for
-    // unregistered processes): a full fence here, and the light barrier is one too.
-    // A failure after registration would leave publishers with a compiler fence only, so
-    // it is treated as fatal rather than risk a lost wake-up.
+/// The sleeper's half: orders its announcement before its re-check of the ring. Returns
+/// false if the barrier could not be run (the membarrier call failed after registration:
+/// a seccomp filter installed later, `ENOMEM`); the caller must then not sleep, since
+/// publishers order their side with a compiler fence only.
+fn heavy_barrier() -> bool {
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
     if membarrier::ready() {
-        panic!("flowline: membarrier failed after registration; cannot order a sleep safely");
+        if membarrier::heavy() {
+            return true;
+        }
+        NO_SLEEP.store(true, Ordering::Relaxed);
+        return false;
     }
     fence(Ordering::SeqCst);
+    true
+}
+
+/// Set once a heavy barrier failed: from then on waits poll with `yield_now` instead of
+/// sleeping (correct without any barrier; costs a core's time slices while waiting).
+static NO_SLEEP: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Whether sleeping is still possible (see [`NO_SLEEP`]).
+#[inline]
+fn can_sleep() -> bool {
+    // Relaxed: a stale `true` only leads to one more attempt, which fails the same way.
+    !NO_SLEEP.load(Ordering::Relaxed)
 }
 
 /// Threads sleeping until one direction of a ring makes progress (items to take, or
@@ -286,10 +310,22 @@ impl Sleepers {
     /// answer. `ready` must only read shared state (it runs under the mutex, so it must not
     /// publish, which could take another direction's mutex).
     pub(crate) fn sleep_until(&self, ready: impl Fn() -> bool, deadline: Option<Instant>) -> bool {
-        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return ready();
+        }
+        // Announce, then the heavy barrier, both before taking the mutex: a publisher that
+        // sees the announcement blocks on the mutex only while this thread re-checks, never
+        // during the barrier (which may take microseconds). A publisher that takes the
+        // mutex first has stored its index before releasing it, so the re-check below
+        // (after this thread acquires it) sees the index.
         // SeqCst: the announcement is the store of the sleeper's store-load pair.
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        heavy_barrier();
+        if !heavy_barrier() {
+            // Relaxed: see below.
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            return ready();
+        }
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let ready_now = loop {
             if ready() {
                 break true;
@@ -309,9 +345,9 @@ impl Sleepers {
                 }
             }
         };
+        drop(g);
         // Relaxed: a publisher that still sees the count only takes the mutex for nothing.
         self.waiting.fetch_sub(1, Ordering::Relaxed);
-        drop(g);
         ready_now
     }
 }
@@ -377,6 +413,7 @@ fn wait_slow<H, R>(
         WaitStrategy::SpinYield { spins } => (spins, u32::MAX, false),
         WaitStrategy::SpinPark { spins, yields } => (spins, yields, true),
     };
+    let spin_forever = strategy == WaitStrategy::Spin;
     let mut n = 0u32;
     loop {
         match poll(h) {
@@ -388,17 +425,18 @@ fn wait_slow<H, R>(
         if (n >= spins || n % 64 == 63) && expired(&mut deadline) {
             return Err(WaitError::Timeout);
         }
-        if n < spins {
-            n += 1;
+        if spin_forever || n < spins {
+            n = n.wrapping_add(1);
             spin_once();
-        } else if n - spins < yields {
-            n += 1;
+        } else if n - spins < yields || !park || !can_sleep() {
+            n = n.saturating_add(1);
             yield_once();
-        } else if park {
+        } else {
             // `n >= spins` here, so the deadline has been read.
             sleepers(h).sleep_until(|| ready(h), deadline.flatten());
-        } else {
-            yield_once();
+            // Woken (or timed out, or spurious): spin again before the next sleep, so
+            // several threads woken for one slot do not all go back to sleep at once.
+            n = 0;
         }
     }
 }

@@ -118,3 +118,35 @@ fn mpsc_producer_sleeping_for_room_is_woken() {
         assert_eq!(c.join().unwrap(), (1, 2));
     });
 }
+
+/// A producer sleeping for room on a full ring learns of the consumer's drop (nothing
+/// popped, so only the drop can wake it), and gets its item back.
+#[test]
+fn spsc_consumer_drop_wakes_a_producer_waiting_for_room() {
+    loom::model(|| {
+        let (mut tx, rx) = spsc::channel::<u32>(1).unwrap();
+        tx.set_wait_strategy(SLEEP_AT_ONCE);
+        tx.push(1).unwrap();
+        let c = thread::spawn(move || drop(rx));
+        let e = tx.push_wait(2, Duration::MAX).unwrap_err();
+        assert_eq!((e.error, e.value), (WaitError::Disconnected, 2));
+        c.join().unwrap();
+    });
+}
+
+/// MPSC: the same, and the consumer's drop wakes every producer sleeping for room.
+#[test]
+fn mpsc_consumer_drop_wakes_producers_waiting_for_room() {
+    loom::model(|| {
+        let (mut tx, rx) = mpsc::channel::<u32>(1).unwrap();
+        tx.set_wait_strategy(SLEEP_AT_ONCE);
+        tx.push(1).unwrap();
+        let mut tx2 = tx.clone();
+        let p = thread::spawn(move || tx2.push_wait(3, Duration::MAX).unwrap_err().error);
+        let c = thread::spawn(move || drop(rx));
+        let e = tx.push_wait(2, Duration::MAX).unwrap_err();
+        assert_eq!((e.error, e.value), (WaitError::Disconnected, 2));
+        assert_eq!(p.join().unwrap(), WaitError::Disconnected);
+        c.join().unwrap();
+    });
+}

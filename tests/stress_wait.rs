@@ -154,18 +154,26 @@ fn mpsc_waits_both_ways_lose_no_wake_up() {
 fn timeouts_are_honoured_and_give_the_item_back() {
     let (mut tx, mut rx) = spsc::channel::<String>(1).unwrap();
     let t = Instant::now();
-    assert_eq!(rx.pop_wait(Duration::from_millis(20)), Err(WaitError::Timeout));
+    assert_eq!(
+        rx.pop_wait(Duration::from_millis(20)),
+        Err(WaitError::Timeout)
+    );
     assert!(t.elapsed() >= Duration::from_millis(20));
     tx.push("a".into()).unwrap();
     let t = Instant::now();
-    let e = tx.push_wait("b".into(), Duration::from_millis(20)).unwrap_err();
+    let e = tx
+        .push_wait("b".into(), Duration::from_millis(20))
+        .unwrap_err();
     assert!(t.elapsed() >= Duration::from_millis(20));
     assert_eq!((e.error, e.value.as_str()), (WaitError::Timeout, "b"));
-    // Zero timeout: one poll, no sleep.
+    // Zero timeout: no sleep (at most 64 polls before the first clock read).
     assert_eq!(rx.pop_wait(Duration::ZERO).as_deref(), Ok("a"));
     assert_eq!(rx.pop_wait(Duration::ZERO), Err(WaitError::Timeout));
     let (mut mtx, mut mrx) = mpsc::channel::<u8>(1).unwrap();
-    assert_eq!(mrx.pop_wait(Duration::from_millis(5)), Err(WaitError::Timeout));
+    assert_eq!(
+        mrx.pop_wait(Duration::from_millis(5)),
+        Err(WaitError::Timeout)
+    );
     mtx.push(1).unwrap();
     let e = mtx.push_wait(2, Duration::from_millis(5)).unwrap_err();
     assert_eq!((e.error, e.value), (WaitError::Timeout, 2));

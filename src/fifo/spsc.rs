@@ -1275,6 +1275,12 @@ impl<T> Consumer<T> {
     /// [`WaitError::Disconnected`] once the producer is gone and the ring is empty;
     /// [`WaitError::Timeout`] if nothing came in time.
     ///
+    /// Before it sleeps it releases the slots that single pops left pending (see "Lazy
+    /// release" in the [module docs](self)). A thread that pops single items here and then
+    /// blocks elsewhere (in another ring's `push_wait`, say) should call
+    /// [`release_pending`](Self::release_pending) first, or this ring's producer may wait
+    /// for room that is already free.
+    ///
     /// ```
     /// use std::time::Duration;
     /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
