@@ -30,6 +30,11 @@
 //! documented guarantee.
 //!
 //! Costs to know about:
+//! - the check is not free in instructions: a single-thread push / pop loop runs 45.8
+//!   instructions per pair with it against 32.0 without (callgrind), because the
+//!   compiler keeps less in registers around the possible wake-up; single-item
+//!   throughput across cores measured about 0.8x of the ring without it. Bursts pay it
+//!   once per burst.
 //! - each sleep runs the heavy barrier: on Linux it interrupts every CPU that is running a
 //!   thread of this process (an IPI; microseconds), busy pollers on isolated cores
 //!   included. Threads that sleep often (a consumer whose producer trickles) make the
