@@ -3,10 +3,16 @@
 //!
 //! # What a busy ring pays
 //!
-//! Each direction of a ring (items for the consumer, room for the producer) has a sleeper
-//! count on a line that is written only when a thread goes to sleep or wakes. After every
-//! index publication the publishing side runs a *light barrier* and loads that count; while
-//! nobody sleeps the line stays shared in both caches, so the check is an L1 hit and a
+//! Only rings made waitable pay anything: [`spsc::waitable`](crate::fifo::spsc::waitable)
+//! and [`mpsc::waitable`](crate::fifo::mpsc::waitable) give ends of
+//! [`WaitMode`](crate::fifo::WaitMode) [`Wait`](crate::fifo::Wait), which have the blocking
+//! operations; `channel` gives [`NoWait`](crate::fifo::NoWait) ends, whose publications
+//! compile the check below out entirely (the mode is a type parameter).
+//!
+//! Each direction of a waitable ring (items for the consumer, room for the producer) has a
+//! sleeper count on a line that is written only when a thread goes to sleep or wakes. After
+//! every index publication the publishing side runs a *light barrier* and loads that count;
+//! while nobody sleeps the line stays shared in both caches, so the check is an L1 hit and a
 //! predictable branch: no shared write, no atomic read-modify-write. Only when the count is
 //! non-zero does the publisher take the sleepers' mutex and notify.
 //!
@@ -52,7 +58,7 @@
 //! use flowline::fifo::spsc;
 //! use flowline::wait::{WaitError, WaitStrategy};
 //!
-//! let (mut tx, mut rx) = spsc::channel::<u64>(64).unwrap();
+//! let (mut tx, mut rx) = spsc::waitable::<u64>(64).unwrap();
 //! rx.set_wait_strategy(WaitStrategy::SpinPark { spins: 64, yields: 4 });
 //! let t = std::thread::spawn(move || {
 //!     for i in 0..1000 {
@@ -116,7 +122,7 @@ impl Default for WaitStrategy {
 /// ```
 /// use std::time::Duration;
 /// use flowline::wait::WaitError;
-/// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+/// let (_tx, mut rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
 /// assert_eq!(rx.pop_wait(Duration::from_millis(1)), Err(WaitError::Timeout));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +150,7 @@ impl std::error::Error for WaitError {}
 /// ```
 /// use std::time::Duration;
 /// use flowline::wait::WaitError;
-/// let (mut tx, rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+/// let (mut tx, rx) = flowline::fifo::spsc::waitable::<u8>(1).unwrap();
 /// tx.push(1).unwrap();
 /// let e = tx.push_wait(2, Duration::from_millis(1)).unwrap_err();
 /// assert_eq!((e.error, e.value), (WaitError::Timeout, 2));

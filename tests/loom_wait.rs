@@ -21,7 +21,7 @@ const SLEEP_AT_ONCE: WaitStrategy = WaitStrategy::SpinPark {
 #[test]
 fn spsc_consumer_sleeping_for_items_is_woken() {
     loom::model(|| {
-        let (mut tx, mut rx) = spsc::channel::<u32>(2).unwrap();
+        let (mut tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
         rx.set_wait_strategy(SLEEP_AT_ONCE);
         let p = thread::spawn(move || {
             tx.push(1).unwrap();
@@ -39,7 +39,7 @@ fn spsc_consumer_sleeping_for_items_is_woken() {
 #[test]
 fn spsc_producer_sleeping_for_room_is_woken() {
     loom::model(|| {
-        let (mut tx, mut rx) = spsc::channel::<u32>(1).unwrap();
+        let (mut tx, mut rx) = spsc::waitable::<u32>(1).unwrap();
         tx.set_wait_strategy(SLEEP_AT_ONCE);
         tx.push(1).unwrap();
         let c = thread::spawn(move || {
@@ -64,7 +64,7 @@ fn spsc_producer_sleeping_for_room_is_woken() {
 #[test]
 fn spsc_lazy_single_pop_wakes_a_producer_waiting_for_room() {
     loom::model(|| {
-        let (mut tx, mut rx) = spsc::with_release_batch::<u32>(2, 0, 2).unwrap();
+        let (mut tx, mut rx) = spsc::build::<u32, flowline::fifo::Wait>(2, 0, Some(2)).unwrap();
         tx.set_wait_strategy(SLEEP_AT_ONCE);
         tx.push(1).unwrap();
         tx.push(2).unwrap();
@@ -84,7 +84,7 @@ fn spsc_lazy_single_pop_wakes_a_producer_waiting_for_room() {
 #[test]
 fn mpsc_consumer_sleeping_for_items_is_woken() {
     loom::model(|| {
-        let (mut tx, mut rx) = mpsc::channel::<u32>(2).unwrap();
+        let (mut tx, mut rx) = mpsc::waitable::<u32>(2).unwrap();
         rx.set_wait_strategy(SLEEP_AT_ONCE);
         let mut tx2 = tx.clone();
         let a = thread::spawn(move || tx.push(1).unwrap());
@@ -105,7 +105,7 @@ fn mpsc_consumer_sleeping_for_items_is_woken() {
 #[test]
 fn mpsc_producer_sleeping_for_room_is_woken() {
     loom::model(|| {
-        let (mut tx, mut rx) = mpsc::channel::<u32>(1).unwrap();
+        let (mut tx, mut rx) = mpsc::waitable::<u32>(1).unwrap();
         tx.set_wait_strategy(SLEEP_AT_ONCE);
         tx.push(1).unwrap();
         let c = thread::spawn(move || {
@@ -124,7 +124,7 @@ fn mpsc_producer_sleeping_for_room_is_woken() {
 #[test]
 fn spsc_consumer_drop_wakes_a_producer_waiting_for_room() {
     loom::model(|| {
-        let (mut tx, rx) = spsc::channel::<u32>(1).unwrap();
+        let (mut tx, rx) = spsc::waitable::<u32>(1).unwrap();
         tx.set_wait_strategy(SLEEP_AT_ONCE);
         tx.push(1).unwrap();
         let c = thread::spawn(move || drop(rx));
@@ -138,7 +138,7 @@ fn spsc_consumer_drop_wakes_a_producer_waiting_for_room() {
 #[test]
 fn mpsc_consumer_drop_wakes_producers_waiting_for_room() {
     loom::model(|| {
-        let (mut tx, rx) = mpsc::channel::<u32>(1).unwrap();
+        let (mut tx, rx) = mpsc::waitable::<u32>(1).unwrap();
         tx.set_wait_strategy(SLEEP_AT_ONCE);
         tx.push(1).unwrap();
         let mut tx2 = tx.clone();

@@ -64,7 +64,7 @@ impl Rng {
 fn spsc_waits_both_ways_lose_no_wake_up() {
     let n = cycles();
     for (cap, seed) in [(1, 1u64), (2, 2), (4, 3)] {
-        let (mut tx, mut rx) = spsc::channel::<u64>(cap).unwrap();
+        let (mut tx, mut rx) = spsc::waitable::<u64>(cap).unwrap();
         let p = std::thread::spawn(move || {
             let mut r = Rng(seed * 0x9e37_79b9);
             for i in 0..n / 3 {
@@ -110,7 +110,7 @@ fn spsc_waits_both_ways_lose_no_wake_up() {
 #[test]
 fn mpsc_waits_both_ways_lose_no_wake_up() {
     let n = cycles() / 2;
-    let (tx, mut rx) = mpsc::channel::<u64>(2).unwrap();
+    let (tx, mut rx) = mpsc::waitable::<u64>(2).unwrap();
     let producers: Vec<_> = (0..2u64)
         .map(|id| {
             let mut tx = tx.clone();
@@ -152,7 +152,7 @@ fn mpsc_waits_both_ways_lose_no_wake_up() {
 
 #[test]
 fn timeouts_are_honoured_and_give_the_item_back() {
-    let (mut tx, mut rx) = spsc::channel::<String>(1).unwrap();
+    let (mut tx, mut rx) = spsc::waitable::<String>(1).unwrap();
     let t = Instant::now();
     assert_eq!(
         rx.pop_wait(Duration::from_millis(20)),
@@ -169,7 +169,7 @@ fn timeouts_are_honoured_and_give_the_item_back() {
     // Zero timeout: no sleep (at most 64 polls before the first clock read).
     assert_eq!(rx.pop_wait(Duration::ZERO).as_deref(), Ok("a"));
     assert_eq!(rx.pop_wait(Duration::ZERO), Err(WaitError::Timeout));
-    let (mut mtx, mut mrx) = mpsc::channel::<u8>(1).unwrap();
+    let (mut mtx, mut mrx) = mpsc::waitable::<u8>(1).unwrap();
     assert_eq!(
         mrx.pop_wait(Duration::from_millis(5)),
         Err(WaitError::Timeout)
@@ -193,14 +193,14 @@ fn a_drop_wakes_the_sleeper_with_disconnected() {
             yields: 0,
         },
     ] {
-        let (tx, mut rx) = spsc::channel::<Box<u8>>(2).unwrap();
+        let (tx, mut rx) = spsc::waitable::<Box<u8>>(2).unwrap();
         rx.set_wait_strategy(strategy);
         let t = std::thread::spawn(move || rx.pop_wait(LONG));
         std::thread::sleep(Duration::from_millis(if cfg!(miri) { 1 } else { 20 }));
         drop(tx);
         assert_eq!(t.join().unwrap(), Err(WaitError::Disconnected));
 
-        let (mut tx, rx) = spsc::channel::<Box<u8>>(1).unwrap();
+        let (mut tx, rx) = spsc::waitable::<Box<u8>>(1).unwrap();
         tx.set_wait_strategy(strategy);
         tx.push(Box::new(1)).unwrap();
         let t = std::thread::spawn(move || tx.push_wait(Box::new(2), LONG));
@@ -209,7 +209,7 @@ fn a_drop_wakes_the_sleeper_with_disconnected() {
         let e = t.join().unwrap().unwrap_err();
         assert_eq!((e.error, *e.value), (WaitError::Disconnected, 2));
 
-        let (tx, mut rx) = mpsc::channel::<Box<u8>>(2).unwrap();
+        let (tx, mut rx) = mpsc::waitable::<Box<u8>>(2).unwrap();
         rx.set_wait_strategy(strategy);
         let tx2 = tx.clone();
         let t = std::thread::spawn(move || rx.pop_wait(LONG));
@@ -225,7 +225,7 @@ fn a_drop_wakes_the_sleeper_with_disconnected() {
 #[test]
 fn items_published_before_a_drop_are_delivered() {
     for _ in 0..if cfg!(miri) { 5 } else { 2000 } {
-        let (mut tx, mut rx) = spsc::channel::<u32>(4).unwrap();
+        let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
         rx.set_wait_strategy(WaitStrategy::SpinPark {
             spins: 0,
             yields: 0,

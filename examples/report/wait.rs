@@ -20,9 +20,15 @@ use crate::spsc::{single, Placement, RING};
 
 const FOREVER: Duration = Duration::MAX;
 
-fn burst32(n: u64, wait: bool) -> f64 {
+/// Bursts of 32 through a 1024-slot ring: `push` sends a burst (returns how many went),
+/// `pop` takes up to 32 into the vector (returns how many came).
+fn burst32<P: Send, C: Send>(
+    n: u64,
+    (mut tx, mut rx): (P, C),
+    push: fn(&mut P, &[u64]) -> usize,
+    pop: fn(&mut C, &mut Vec<u64>) -> usize,
+) -> f64 {
     const B: usize = 32;
-    let (mut tx, mut rx) = spsc::channel::<u64>(RING).unwrap();
     let (_, (elapsed, sum)) = pair(
         move || {
             let mut buf = [0u64; B];
@@ -32,11 +38,7 @@ fn burst32(n: u64, wait: bool) -> f64 {
                 for (j, b) in buf[..k].iter_mut().enumerate() {
                     *b = next + j as u64;
                 }
-                let sent = if wait {
-                    tx.push_burst_wait(&buf[..k], FOREVER).unwrap()
-                } else {
-                    tx.push_burst(&buf[..k])
-                };
+                let sent = push(&mut tx, &buf[..k]);
                 if sent == 0 {
                     spin_loop();
                 }
@@ -49,11 +51,7 @@ fn burst32(n: u64, wait: bool) -> f64 {
             let (mut got, mut sum) = (0u64, 0u64);
             while got < n {
                 out.clear();
-                let k = if wait {
-                    rx.pop_burst_wait(&mut out, B, FOREVER).unwrap()
-                } else {
-                    rx.pop_burst_into(&mut out, B)
-                };
+                let k = pop(&mut rx, &mut out);
                 if k == 0 {
                     spin_loop();
                 }
@@ -117,7 +115,7 @@ fn thread_cpu() -> Duration {
 
 /// % of one CPU used by a consumer waiting `span` on an empty ring with `strategy`.
 fn idle_cpu(span: Duration, strategy: WaitStrategy) -> f64 {
-    let (tx, mut rx) = spsc::channel::<u64>(RING).unwrap();
+    let (tx, mut rx) = spsc::waitable::<u64>(RING).unwrap();
     rx.set_wait_strategy(strategy);
     let (pct, ()) = pair(
         move || {
@@ -151,7 +149,7 @@ pub fn run(r: &mut Report) {
             (
                 "flowline_wait",
                 Box::new(move || {
-                    let (tx, rx) = spsc::channel::<u64>(RING).unwrap();
+                    let (tx, rx) = spsc::waitable::<u64>(RING).unwrap();
                     vec![single(
                         n1,
                         tx,
@@ -174,8 +172,28 @@ pub fn run(r: &mut Report) {
         "wait_spsc_burst32",
         &thr,
         vec![
-            ("flowline_wait", Box::new(move || vec![burst32(n32, true)])),
-            ("flowline", Box::new(move || vec![burst32(n32, false)])),
+            (
+                "flowline_wait",
+                Box::new(move || {
+                    vec![burst32(
+                        n32,
+                        spsc::waitable::<u64>(RING).unwrap(),
+                        |t, b| t.push_burst_wait(b, FOREVER).unwrap(),
+                        |r, out| r.pop_burst_wait(out, 32, FOREVER).unwrap(),
+                    )]
+                }),
+            ),
+            (
+                "flowline",
+                Box::new(move || {
+                    vec![burst32(
+                        n32,
+                        spsc::channel::<u64>(RING).unwrap(),
+                        |t, b| t.push_burst(b),
+                        |r, out| r.pop_burst_into(out, 32),
+                    )]
+                }),
+            ),
         ],
         &[("flowline_wait", "flowline")],
     );
@@ -201,7 +219,7 @@ pub fn run(r: &mut Report) {
                 latency(
                     rounds,
                     gap,
-                    spsc::channel::<Instant>(RING).unwrap(),
+                    spsc::waitable::<Instant>(RING).unwrap(),
                     |t, v| t.push_wait(v, FOREVER).unwrap(),
                     |r| r.pop_wait(FOREVER).ok(),
                 )

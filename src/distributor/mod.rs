@@ -99,7 +99,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
-use crate::fifo::{spsc, CapacityError};
+use crate::fifo::{spsc, CapacityError, Wait};
 use crate::sync::Backoff;
 
 use flows::{Flow, FlowTable, TagHasher};
@@ -327,7 +327,7 @@ impl std::error::Error for JoinError {}
 
 /// The distributor's view of one worker.
 struct Lane<T> {
-    tx: spsc::Producer<T>,
+    tx: spsc::Producer<T, Wait>,
     /// Processed packets from the worker.
     done_rx: spsc::Consumer<T>,
     /// Drops, reschedules and the leave message from the worker.
@@ -468,7 +468,7 @@ where
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
-        let (tx, wrx) = spsc::channel(config.credit).map_err(ConfigError::AllocFailed)?;
+        let (tx, wrx) = spsc::waitable(config.credit).map_err(ConfigError::AllocFailed)?;
         let (wdone, done_rx) = spsc::channel(config.credit).map_err(ConfigError::AllocFailed)?;
         // One more slot than the credit for the leave marker.
         let (wret, rx) = spsc::channel(config.credit + 1).map_err(ConfigError::AllocFailed)?;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::counter::GroupHandle;
-use crate::fifo::spsc;
+use crate::fifo::{spsc, Wait};
 use crate::wait::{WaitError, WaitStrategy};
 
 /// What a worker hands back on its control ring, in the order it happens (processed
@@ -44,7 +44,7 @@ impl<T> Ret<T> {
 
 /// Ring ends a worker leaves behind for the distributor (and the next worker to join).
 pub(crate) struct Parked<T> {
-    pub(crate) rx: spsc::Consumer<T>,
+    pub(crate) rx: spsc::Consumer<T, Wait>,
     pub(crate) done: spsc::Producer<T>,
     pub(crate) ret: spsc::Producer<Ret<T>>,
 }

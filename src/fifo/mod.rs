@@ -18,6 +18,69 @@ use core::ptr;
 pub mod mpsc;
 pub mod spsc;
 
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::NoWait {}
+    #[cfg(feature = "std")]
+    impl Sealed for super::Wait {}
+}
+
+/// Whether the ends of a ring can wait (sleep) for each other: the second type parameter of
+/// the ring handles, chosen when the ring is made, [`NoWait`] unless asked.
+///
+/// A ring made with `channel` ([`spsc::channel`], [`mpsc::channel`]) is [`NoWait`]: its
+/// publications pay nothing for waiting, not even the load of a sleeper count, and its ends
+/// have no blocking operations. A ring made with `waitable` ([`spsc::waitable`],
+/// [`mpsc::waitable`], `std` only) is [`Wait`]: its ends also have `pop_wait`, `push_wait`
+/// and their burst forms, and every publication (one per push, burst or chunk commit) checks
+/// whether the other end sleeps (see [`crate::wait`] for that cost).
+///
+/// ```
+/// use flowline::fifo::{spsc, NoWait, WaitMode};
+/// let (tx, _rx): (spsc::Producer<u8, NoWait>, _) = spsc::channel(4).unwrap();
+/// assert!(!NoWait::WAITS);
+/// # drop(tx);
+/// ```
+pub trait WaitMode: sealed::Sealed + 'static {
+    /// Whether publications check for a sleeping other end.
+    const WAITS: bool;
+}
+
+/// Ring ends that never sleep (the default): see [`WaitMode`].
+///
+/// ```
+/// use flowline::fifo::{spsc, NoWait};
+/// let (mut tx, mut rx): (spsc::Producer<u32, NoWait>, spsc::Consumer<u32>) =
+///     spsc::channel(2).unwrap();
+/// tx.push(1).unwrap();
+/// assert_eq!(rx.pop(), Some(1));
+/// ```
+#[derive(Debug)]
+pub enum NoWait {}
+
+impl WaitMode for NoWait {
+    const WAITS: bool = false;
+}
+
+/// Ring ends that can sleep in blocking operations: see [`WaitMode`] and [`crate::wait`].
+///
+/// ```
+/// use std::time::Duration;
+/// use flowline::fifo::{spsc, Wait};
+/// let (mut tx, mut rx): (spsc::Producer<u32, Wait>, _) = spsc::waitable(2).unwrap();
+/// tx.push_wait(1, Duration::from_secs(1)).unwrap();
+/// assert_eq!(rx.pop_wait(Duration::from_secs(1)), Ok(1));
+/// ```
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+#[derive(Debug)]
+pub enum Wait {}
+
+#[cfg(feature = "std")]
+impl WaitMode for Wait {
+    const WAITS: bool = true;
+}
+
 /// Drops the items of two runs of slots in place, the first run first.
 ///
 /// Panic-safe the way the rings need it: if one item's `Drop` panics, the other items of

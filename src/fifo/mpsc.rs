@@ -102,7 +102,9 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
-use super::CapacityError;
+#[cfg(feature = "std")]
+use super::Wait;
+use super::{CapacityError, NoWait, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
 #[cfg(feature = "std")]
@@ -132,7 +134,34 @@ const MAX_SLOTS: usize = 1 << 31;
 /// assert!(flowline::fifo::mpsc::channel::<u64>(0).is_err());
 /// ```
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    with_start_index(capacity, 0)
+    build(capacity, 0)
+}
+
+/// As [`channel`], for a ring whose ends can also wait: [`Producer::push_wait`],
+/// [`Consumer::pop_wait`] and their burst forms (see [`crate::wait`]). Every publication
+/// of such a ring (one per push, burst or chunk commit) also checks whether the other end
+/// sleeps: a load of a line nobody writes while the ends run, and a predictable branch.
+///
+/// # Errors
+///
+/// As [`channel`].
+///
+/// ```
+/// use std::time::Duration;
+/// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(8).unwrap();
+/// let mut tx2 = tx.clone();
+/// let t = std::thread::spawn(move || tx2.push_wait(7, Duration::from_secs(5)));
+/// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+/// t.join().unwrap().unwrap();
+/// # drop(tx);
+/// ```
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+#[allow(clippy::type_complexity)]
+pub fn waitable<T>(
+    capacity: usize,
+) -> Result<(Producer<T, Wait>, Consumer<T, Wait>), CapacityError> {
+    build(capacity, 0)
 }
 
 /// Stamp of a cleared (or never written) descriptor: matches no index (see
@@ -180,6 +209,18 @@ pub fn with_start_index<T>(
     capacity: usize,
     start: u64,
 ) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    build(capacity, start)
+}
+
+/// **Testing only, not for production:** [`with_start_index`] for either [`WaitMode`], so
+/// that tests can start a [`waitable`] ring near the wrap point. Hidden from the docs and
+/// outside any semver promise.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub fn build<T, W: WaitMode>(
+    capacity: usize,
+    start: u64,
+) -> Result<(Producer<T, W>, Consumer<T, W>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
     if slots > MAX_SLOTS {
         return Err(CapacityError::TooLarge {
@@ -223,12 +264,15 @@ pub fn with_start_index<T>(
         _owns: PhantomData,
     });
     #[cfg(feature = "std")]
-    wait::register();
+    if W::WAITS {
+        wait::register();
+    }
     let producer = Producer {
         shared: Arc::clone(&shared),
         cached_head: start,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
+        _mode: PhantomData,
     };
     let consumer = Consumer {
         shared,
@@ -237,6 +281,7 @@ pub fn with_start_index<T>(
         run_end: start,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
+        _mode: PhantomData,
     };
     Ok((producer, consumer))
 }
@@ -422,16 +467,18 @@ impl<T> Drop for Shared<T> {
 /// tx.push(1).unwrap();
 /// assert_eq!(tx.len(), 1);
 /// ```
-pub struct Producer<T> {
+pub struct Producer<T, W: WaitMode = NoWait> {
     shared: Arc<Shared<T>>,
     /// Last value of `head` this handle read.
     cached_head: u64,
     /// How `push_wait` waits.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
+    /// Whether publications check for a sleeper (see [`WaitMode`]).
+    _mode: PhantomData<fn() -> W>,
 }
 
-impl<T> Clone for Producer<T> {
+impl<T, W: WaitMode> Clone for Producer<T, W> {
     /// Another producer handle for another thread.
     fn clone(&self) -> Self {
         // Relaxed: a count of handles; the consumer's Acquire load of it when it reaches 0
@@ -442,21 +489,24 @@ impl<T> Clone for Producer<T> {
             cached_head: self.cached_head,
             #[cfg(feature = "std")]
             strategy: self.strategy,
+            _mode: PhantomData,
         }
     }
 }
 
-impl<T> Drop for Producer<T> {
+impl<T, W: WaitMode> Drop for Producer<T, W> {
     fn drop(&mut self) {
         // Release: this handle's publications happen before a consumer that sees 0.
         self.shared.cold.producers.fetch_sub(1, Ordering::Release);
         // A consumer sleeping in `pop_wait` re-checks (the last producer's drop closes).
         #[cfg(feature = "std")]
-        self.shared.items.notify();
+        if W::WAITS {
+            self.shared.items.notify();
+        }
     }
 }
 
-impl<T> Producer<T> {
+impl<T, W: WaitMode> Producer<T, W> {
     /// Reserves up to `want` slots with one successful CAS on `tail`; returns the start
     /// index and the number reserved (0 if the ring is full).
     #[inline]
@@ -515,7 +565,9 @@ impl<T> Producer<T> {
         r.stamp
             .store(self.shared.stamp_of(start), Ordering::Release);
         #[cfg(feature = "std")]
-        self.shared.items.notify();
+        if W::WAITS {
+            self.shared.items.notify();
+        }
     }
 
     /// Appends `value`, or gives it back if the ring is full.
@@ -552,7 +604,7 @@ impl<T> Producer<T> {
     /// assert_eq!(rx.pop(), Some(7));
     /// ```
     #[inline]
-    pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T> {
+    pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T, W> {
         let (start, len) = self.reserve(n, false);
         WriteChunk {
             producer: self,
@@ -726,7 +778,7 @@ fn ring_len<T>(shared: &Shared<T>) -> usize {
     tail.wrapping_sub(head).min(shared.slots as u64) as usize
 }
 
-impl<T> fmt::Debug for Producer<T> {
+impl<T, W: WaitMode> fmt::Debug for Producer<T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("mpsc::Producer")
             .field("capacity", &self.capacity())
@@ -748,8 +800,8 @@ impl<T> fmt::Debug for Producer<T> {
 /// let n = tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter());
 /// assert_eq!((n, rx.pop()), (2, Some(5)));
 /// ```
-pub struct WriteChunk<'a, T> {
-    producer: &'a mut Producer<T>,
+pub struct WriteChunk<'a, T, W: WaitMode = NoWait> {
+    producer: &'a mut Producer<T, W>,
     start: u64,
     len: usize,
     /// Slots `fill_from_iter` has initialised so far: published by `Drop` if it unwinds.
@@ -757,7 +809,7 @@ pub struct WriteChunk<'a, T> {
     committed: bool,
 }
 
-impl<T> WriteChunk<'_, T> {
+impl<T, W: WaitMode> WriteChunk<'_, T, W> {
     /// Slots reserved.
     ///
     /// ```
@@ -877,7 +929,7 @@ impl<T> WriteChunk<'_, T> {
     }
 }
 
-impl<T> Drop for WriteChunk<'_, T> {
+impl<T, W: WaitMode> Drop for WriteChunk<'_, T, W> {
     fn drop(&mut self) {
         // An uncommitted reservation is published with what `fill_from_iter` wrote (none
         // for a chunk filled by hand) so the consumer can pass it.
@@ -886,7 +938,7 @@ impl<T> Drop for WriteChunk<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for WriteChunk<'_, T> {
+impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("mpsc::WriteChunk")
             .field("len", &self.len)
@@ -903,7 +955,7 @@ impl<T> fmt::Debug for WriteChunk<'_, T> {
 /// assert_eq!(rx.pop(), Some(1));
 /// ```
 #[repr(align(128))]
-pub struct Consumer<T> {
+pub struct Consumer<T, W: WaitMode = NoWait> {
     shared: Arc<Shared<T>>,
     /// Next index to consume.
     head: u64,
@@ -914,9 +966,11 @@ pub struct Consumer<T> {
     /// How the blocking pops wait.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
+    /// Whether publications check for a sleeper (see [`WaitMode`]).
+    _mode: PhantomData<fn() -> W>,
 }
 
-impl<T> Consumer<T> {
+impl<T, W: WaitMode> Consumer<T, W> {
     /// Items ready in the current run, moving to the next published run when the current
     /// one is used up. Publishes `head` when it passes the empty tail of a run.
     #[inline]
@@ -986,7 +1040,9 @@ impl<T> Consumer<T> {
         // they are reused.
         self.shared.head.store(self.head, Ordering::Release);
         #[cfg(feature = "std")]
-        self.shared.room.notify();
+        if W::WAITS {
+            self.shared.room.notify();
+        }
     }
 
     /// Takes the oldest published item, if any (stops at an unpublished reservation).
@@ -1034,11 +1090,11 @@ impl<T> Consumer<T> {
     #[inline]
     fn take_into(&mut self, max: usize, mut f: impl FnMut(usize, T)) -> usize {
         /// Publishes `head` when it goes out of scope, if anything was taken.
-        struct Publish<'a, T> {
-            consumer: &'a mut Consumer<T>,
+        struct Publish<'a, T, W: WaitMode> {
+            consumer: &'a mut Consumer<T, W>,
             n: usize,
         }
-        impl<T> Drop for Publish<'_, T> {
+        impl<T, W: WaitMode> Drop for Publish<'_, T, W> {
             fn drop(&mut self) {
                 if self.n > 0 {
                     self.consumer.release();
@@ -1166,7 +1222,7 @@ impl<T> Consumer<T> {
     /// chunk.commit_all();
     /// assert!(rx.pop().is_none());
     /// ```
-    pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T> {
+    pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T, W> {
         let len = self.ready_contiguous(n).min(n);
         ReadChunk {
             consumer: self,
@@ -1236,7 +1292,7 @@ impl<T> Consumer<T> {
     }
 }
 
-impl<T> Drop for Consumer<T> {
+impl<T, W: WaitMode> Drop for Consumer<T, W> {
     fn drop(&mut self) {
         let cold = &self.shared.cold;
         // Relaxed: read only by Shared's Drop, after the last Arc is gone (the Arc's own
@@ -1249,7 +1305,9 @@ impl<T> Drop for Consumer<T> {
         cold.consumer_gone.store(true, Ordering::Release);
         // Producers sleeping in `push_wait` learn that nothing more will be taken.
         #[cfg(feature = "std")]
-        self.shared.room.notify();
+        if W::WAITS {
+            self.shared.room.notify();
+        }
     }
 }
 
@@ -1257,12 +1315,12 @@ impl<T> Drop for Consumer<T> {
 /// (a clone starts with its original's).
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
-impl<T> Producer<T> {
+impl<T> Producer<T, Wait> {
     /// Sets how [`push_wait`](Self::push_wait) waits (default: [`WaitStrategy::default`]).
     ///
     /// ```
     /// use flowline::wait::WaitStrategy;
-    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
     /// tx.set_wait_strategy(WaitStrategy::Spin);
     /// assert_eq!(tx.clone().wait_strategy(), WaitStrategy::Spin);
     /// ```
@@ -1273,7 +1331,7 @@ impl<T> Producer<T> {
     /// How [`push_wait`](Self::push_wait) waits.
     ///
     /// ```
-    /// let (tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let (tx, _rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(tx.wait_strategy(), flowline::wait::WaitStrategy::default());
     /// ```
     pub fn wait_strategy(&self) -> WaitStrategy {
@@ -1290,7 +1348,7 @@ impl<T> Producer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(1).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(1).unwrap();
     /// let mut tx2 = tx.clone();
     /// let t = std::thread::spawn(move || tx2.push_wait(2, Duration::from_secs(5)));
     /// tx.push_wait(1, Duration::from_secs(5)).unwrap();
@@ -1356,7 +1414,7 @@ impl<T> Producer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(tx.push_burst_wait(&[1, 2, 3, 4, 5], Duration::from_secs(1)), Ok(4));
     /// ```
     #[inline]
@@ -1403,12 +1461,12 @@ impl<T> Producer<T> {
 /// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
-impl<T> Consumer<T> {
+impl<T> Consumer<T, Wait> {
     /// Sets how the blocking pops wait (default: [`WaitStrategy::default`]).
     ///
     /// ```
     /// use flowline::wait::WaitStrategy;
-    /// let (_tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let (_tx, mut rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
     /// rx.set_wait_strategy(WaitStrategy::Spin);
     /// assert_eq!(rx.wait_strategy(), WaitStrategy::Spin);
     /// ```
@@ -1419,7 +1477,7 @@ impl<T> Consumer<T> {
     /// How the blocking pops wait.
     ///
     /// ```
-    /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
+    /// let (_tx, rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(rx.wait_strategy(), flowline::wait::WaitStrategy::default());
     /// ```
     pub fn wait_strategy(&self) -> WaitStrategy {
@@ -1437,7 +1495,7 @@ impl<T> Consumer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(4).unwrap();
     /// std::thread::spawn(move || tx.push(7).unwrap());
     /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
     /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Err(flowline::wait::WaitError::Disconnected));
@@ -1477,7 +1535,7 @@ impl<T> Consumer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(8).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(8).unwrap();
     /// tx.push_burst(&[1, 2]);
     /// let mut v = Vec::new();
     /// assert_eq!(rx.pop_burst_wait(&mut v, 8, Duration::from_secs(1)), Ok(2));
@@ -1531,12 +1589,12 @@ impl<T> Consumer<T> {
 /// c.commit(1);
 /// assert_eq!(rx.pop(), Some(2));
 /// ```
-pub struct ReadChunk<'a, T> {
-    consumer: &'a mut Consumer<T>,
+pub struct ReadChunk<'a, T, W: WaitMode = NoWait> {
+    consumer: &'a mut Consumer<T, W>,
     len: usize,
 }
 
-impl<T> ReadChunk<'_, T> {
+impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// Items lent (at most the `n` asked for).
     ///
     /// ```
@@ -1621,11 +1679,11 @@ impl<T> ReadChunk<'_, T> {
         );
         /// Passes and releases the items when it goes out of scope: after their
         /// destructors ran, or while unwinding from one that panicked.
-        struct Release<'a, T> {
-            consumer: &'a mut Consumer<T>,
+        struct Release<'a, T, W: WaitMode> {
+            consumer: &'a mut Consumer<T, W>,
             n: usize,
         }
-        impl<T> Drop for Release<'_, T> {
+        impl<T, W: WaitMode> Drop for Release<'_, T, W> {
             fn drop(&mut self) {
                 let c = &mut *self.consumer;
                 c.head = c.head.wrapping_add(self.n as u64);
@@ -1662,7 +1720,7 @@ impl<T> ReadChunk<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for ReadChunk<'_, T> {
+impl<T, W: WaitMode> fmt::Debug for ReadChunk<'_, T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("mpsc::ReadChunk")
             .field("len", &self.len)
@@ -1670,7 +1728,7 @@ impl<T> fmt::Debug for ReadChunk<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for Consumer<T> {
+impl<T, W: WaitMode> fmt::Debug for Consumer<T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("mpsc::Consumer")
             .field("capacity", &self.capacity())

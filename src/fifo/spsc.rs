@@ -91,7 +91,9 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
-use super::CapacityError;
+#[cfg(feature = "std")]
+use super::Wait;
+use super::{CapacityError, NoWait, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
 #[cfg(feature = "std")]
@@ -115,7 +117,32 @@ use std::time::Duration;
 /// assert_eq!(rx.capacity(), 4);
 /// ```
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    with_start_index(capacity, 0)
+    build(capacity, 0, None)
+}
+
+/// As [`channel`], for a ring whose ends can also wait: [`Producer::push_wait`],
+/// [`Consumer::pop_wait`] and their burst forms (see [`crate::wait`]). Every publication
+/// of such a ring (one per push, burst or chunk commit) also checks whether the other end
+/// sleeps: a load of a line nobody writes while both ends run, and a predictable branch.
+///
+/// # Errors
+///
+/// As [`channel`].
+///
+/// ```
+/// use std::time::Duration;
+/// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(8).unwrap();
+/// let t = std::thread::spawn(move || tx.push_wait(7, Duration::from_secs(5)));
+/// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+/// t.join().unwrap().unwrap();
+/// ```
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+#[allow(clippy::type_complexity)]
+pub fn waitable<T>(
+    capacity: usize,
+) -> Result<(Producer<T, Wait>, Consumer<T, Wait>), CapacityError> {
+    build(capacity, 0, None)
 }
 
 /// **Testing only, not for production:** as [`channel`], with both free-running indices
@@ -163,11 +190,16 @@ pub const fn release_batch_for(slots: usize) -> usize {
     }
 }
 
-fn build<T>(
+/// **Testing only, not for production:** [`with_release_batch`] for either [`WaitMode`]
+/// (`None`: the default batch), so that tests can start a [`waitable`] ring near the wrap
+/// point. Hidden from the docs and outside any semver promise.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub fn build<T, W: WaitMode>(
     capacity: usize,
     start: usize,
     release_batch: Option<usize>,
-) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+) -> Result<(Producer<T, W>, Consumer<T, W>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
     let release_batch = release_batch
         .unwrap_or(release_batch_for(slots))
@@ -197,7 +229,9 @@ fn build<T>(
         _owns: PhantomData,
     });
     #[cfg(feature = "std")]
-    wait::register();
+    if W::WAITS {
+        wait::register();
+    }
     let producer = Producer {
         buf,
         mask: slots - 1,
@@ -206,6 +240,7 @@ fn build<T>(
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
         shared: Arc::clone(&shared),
+        _mode: PhantomData,
     };
     let consumer = Consumer {
         buf,
@@ -217,6 +252,7 @@ fn build<T>(
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
         shared,
+        _mode: PhantomData,
     };
     Ok((producer, consumer))
 }
@@ -291,7 +327,7 @@ impl<T> Drop for Shared<T> {
 /// assert_eq!(tx.len(), 1);
 /// ```
 #[repr(align(128))]
-pub struct Producer<T> {
+pub struct Producer<T, W: WaitMode = NoWait> {
     buf: *mut MaybeUninit<T>,
     mask: usize,
     /// This end's own index (the published `tail` equals it between calls).
@@ -302,11 +338,13 @@ pub struct Producer<T> {
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
     shared: Arc<Shared<T>>,
+    /// Whether publications check for a sleeper (see [`WaitMode`]).
+    _mode: PhantomData<fn() -> W>,
 }
 
 // SAFETY: the producer may move to another thread with its `T`s; it is not `Sync`, so only
 // one thread uses it at a time (the raw pointer makes it !Sync).
-unsafe impl<T: Send> Send for Producer<T> {}
+unsafe impl<T: Send, W: WaitMode> Send for Producer<T, W> {}
 
 /// The reading end of an SPSC ring.
 ///
@@ -316,7 +354,7 @@ unsafe impl<T: Send> Send for Producer<T> {}
 /// assert_eq!(rx.pop(), Some(1));
 /// ```
 #[repr(align(128))]
-pub struct Consumer<T> {
+pub struct Consumer<T, W: WaitMode = NoWait> {
     buf: *mut MaybeUninit<T>,
     mask: usize,
     /// This end's own index (the published `head` trails it by less than
@@ -333,10 +371,12 @@ pub struct Consumer<T> {
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
     shared: Arc<Shared<T>>,
+    /// Whether publications check for a sleeper (see [`WaitMode`]).
+    _mode: PhantomData<fn() -> W>,
 }
 
 // SAFETY: as for `Producer`.
-unsafe impl<T: Send> Send for Consumer<T> {}
+unsafe impl<T: Send, W: WaitMode> Send for Consumer<T, W> {}
 
 /// Splits `n` slots starting at index `start` into the lengths of the (at most) two
 /// contiguous runs of a ring of `mask + 1` slots.
@@ -346,7 +386,7 @@ fn runs(start: usize, n: usize, mask: usize) -> (usize, usize) {
     (first, n - first)
 }
 
-impl<T> Producer<T> {
+impl<T, W: WaitMode> Producer<T, W> {
     /// Free slots, reloading the consumer's index only if the cached view has fewer than
     /// `want`.
     #[inline(always)]
@@ -377,7 +417,9 @@ impl<T> Producer<T> {
         // before this store are visible to it.
         self.shared.tail.store(self.tail, Ordering::Release);
         #[cfg(feature = "std")]
-        self.shared.items.notify();
+        if W::WAITS {
+            self.shared.items.notify();
+        }
     }
 
     /// Appends `value`, or gives it back if the ring is full.
@@ -415,7 +457,7 @@ impl<T> Producer<T> {
     /// assert_eq!(rx.pop(), Some(0));
     /// ```
     #[inline]
-    pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T> {
+    pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T, W> {
         let len = self.free_for(n).min(n);
         WriteChunk {
             producer: self,
@@ -575,13 +617,13 @@ impl<T> Producer<T> {
 /// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
-impl<T> Producer<T> {
+impl<T> Producer<T, Wait> {
     /// Sets how [`push_wait`](Self::push_wait) waits (default:
     /// [`WaitStrategy::default`]).
     ///
     /// ```
     /// use flowline::wait::WaitStrategy;
-    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let (mut tx, _rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// tx.set_wait_strategy(WaitStrategy::Spin);
     /// assert_eq!(tx.wait_strategy(), WaitStrategy::Spin);
     /// ```
@@ -592,7 +634,7 @@ impl<T> Producer<T> {
     /// How [`push_wait`](Self::push_wait) waits.
     ///
     /// ```
-    /// let (tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let (tx, _rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(tx.wait_strategy(), flowline::wait::WaitStrategy::default());
     /// ```
     pub fn wait_strategy(&self) -> WaitStrategy {
@@ -611,7 +653,7 @@ impl<T> Producer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(1).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(1).unwrap();
     /// tx.push(1).unwrap();
     /// let t = std::thread::spawn(move || (rx.pop_wait(Duration::from_secs(5)), rx.pop_wait(Duration::from_secs(5))));
     /// tx.push_wait(2, Duration::from_secs(5)).unwrap();
@@ -673,7 +715,7 @@ impl<T> Producer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(tx.push_burst_wait(&[1, 2, 3, 4, 5], Duration::from_secs(1)), Ok(4));
     /// assert_eq!(rx.pop(), Some(1));
     /// assert_eq!(tx.push_burst_wait(&[5], Duration::from_secs(1)), Ok(1));
@@ -715,18 +757,20 @@ impl<T> Producer<T> {
     }
 }
 
-impl<T> Drop for Producer<T> {
+impl<T, W: WaitMode> Drop for Producer<T, W> {
     fn drop(&mut self) {
         // Release: everything this end published happens before a consumer that sees the
         // flag (it then reads the final `tail`).
         self.shared.producer_gone.store(true, Ordering::Release);
         // A consumer sleeping in `pop_wait` learns that nothing more will come.
         #[cfg(feature = "std")]
-        self.shared.items.notify();
+        if W::WAITS {
+            self.shared.items.notify();
+        }
     }
 }
 
-impl<T> fmt::Debug for Producer<T> {
+impl<T, W: WaitMode> fmt::Debug for Producer<T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("spsc::Producer")
             .field("capacity", &self.capacity())
@@ -747,12 +791,12 @@ impl<T> fmt::Debug for Producer<T> {
 /// let n = tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter());
 /// assert_eq!((n, rx.pop()), (2, Some(5)));
 /// ```
-pub struct WriteChunk<'a, T> {
-    producer: &'a mut Producer<T>,
+pub struct WriteChunk<'a, T, W: WaitMode = NoWait> {
+    producer: &'a mut Producer<T, W>,
     len: usize,
 }
 
-impl<T> WriteChunk<'_, T> {
+impl<T, W: WaitMode> WriteChunk<'_, T, W> {
     /// Slots reserved (at most the `n` asked for).
     ///
     /// ```
@@ -859,11 +903,11 @@ impl<T> WriteChunk<'_, T> {
     pub fn fill_from_iter<I: Iterator<Item = T>>(self, iter: &mut I) -> usize {
         /// Publishes the items moved in so far when it goes out of scope: at the end, or
         /// if `iter.next()` panics (they are then consumed normally, never leaked).
-        struct Publish<'a, T> {
-            producer: &'a mut Producer<T>,
+        struct Publish<'a, T, W: WaitMode> {
+            producer: &'a mut Producer<T, W>,
             n: usize,
         }
-        impl<T> Drop for Publish<'_, T> {
+        impl<T, W: WaitMode> Drop for Publish<'_, T, W> {
             fn drop(&mut self) {
                 self.producer.publish(self.n);
             }
@@ -887,7 +931,7 @@ impl<T> WriteChunk<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for WriteChunk<'_, T> {
+impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WriteChunk")
             .field("len", &self.len)
@@ -895,7 +939,7 @@ impl<T> fmt::Debug for WriteChunk<'_, T> {
     }
 }
 
-impl<T> Consumer<T> {
+impl<T, W: WaitMode> Consumer<T, W> {
     /// Items available, reloading the producer's index only if the cached view has fewer
     /// than `want`.
     #[inline(always)]
@@ -942,7 +986,9 @@ impl<T> Consumer<T> {
         // the released slots happen before the producer reuses them.
         self.shared.head.store(self.head, Ordering::Release);
         #[cfg(feature = "std")]
-        self.shared.room.notify();
+        if W::WAITS {
+            self.shared.room.notify();
+        }
     }
 
     /// Consumes the slot at `head` for a single pop: released to the producer once
@@ -1036,7 +1082,7 @@ impl<T> Consumer<T> {
     /// assert!(rx.is_empty());
     /// ```
     #[inline]
-    pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T> {
+    pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T, W> {
         let len = self.available_for(n).min(n);
         ReadChunk {
             consumer: self,
@@ -1119,11 +1165,11 @@ impl<T> Consumer<T> {
     #[inline]
     pub fn pop_burst_with(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
         /// Releases the items taken so far, also when `f` unwinds.
-        struct Taken<'a, T> {
-            consumer: &'a mut Consumer<T>,
+        struct Taken<'a, T, W: WaitMode> {
+            consumer: &'a mut Consumer<T, W>,
             n: usize,
         }
-        impl<T> Drop for Taken<'_, T> {
+        impl<T, W: WaitMode> Drop for Taken<'_, T, W> {
             fn drop(&mut self) {
                 self.consumer.release(self.n);
             }
@@ -1242,13 +1288,13 @@ impl<T> Consumer<T> {
 /// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
 #[cfg(feature = "std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "std")))]
-impl<T> Consumer<T> {
+impl<T> Consumer<T, Wait> {
     /// Sets how [`pop_wait`](Self::pop_wait) and
     /// [`pop_burst_wait`](Self::pop_burst_wait) wait (default: [`WaitStrategy::default`]).
     ///
     /// ```
     /// use flowline::wait::WaitStrategy;
-    /// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let (_tx, mut rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// rx.set_wait_strategy(WaitStrategy::SpinYield { spins: 100 });
     /// assert_eq!(rx.wait_strategy(), WaitStrategy::SpinYield { spins: 100 });
     /// ```
@@ -1259,7 +1305,7 @@ impl<T> Consumer<T> {
     /// How the blocking pops wait.
     ///
     /// ```
-    /// let (_tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let (_tx, rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(rx.wait_strategy(), flowline::wait::WaitStrategy::default());
     /// ```
     pub fn wait_strategy(&self) -> WaitStrategy {
@@ -1283,7 +1329,7 @@ impl<T> Consumer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(4).unwrap();
     /// std::thread::spawn(move || tx.push(7).unwrap());
     /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
     /// ```
@@ -1323,7 +1369,7 @@ impl<T> Consumer<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(8).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(8).unwrap();
     /// std::thread::spawn(move || tx.push_burst(&[1, 2, 3]));
     /// let mut v = Vec::new();
     /// while v.len() < 3 {
@@ -1366,7 +1412,7 @@ impl<T> Consumer<T> {
     }
 }
 
-impl<T> Drop for Consumer<T> {
+impl<T, W: WaitMode> Drop for Consumer<T, W> {
     fn drop(&mut self) {
         // The final index: `Shared::drop` drops what lies between it and `tail`.
         self.release_pending();
@@ -1374,11 +1420,13 @@ impl<T> Drop for Consumer<T> {
         self.shared.consumer_gone.store(true, Ordering::Release);
         // A producer sleeping in `push_wait` learns that nothing more will be taken.
         #[cfg(feature = "std")]
-        self.shared.room.notify();
+        if W::WAITS {
+            self.shared.room.notify();
+        }
     }
 }
 
-impl<T> fmt::Debug for Consumer<T> {
+impl<T, W: WaitMode> fmt::Debug for Consumer<T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("spsc::Consumer")
             .field("capacity", &self.capacity())
@@ -1400,12 +1448,12 @@ impl<T> fmt::Debug for Consumer<T> {
 /// c.commit(1);
 /// assert_eq!(rx.pop(), Some(2));
 /// ```
-pub struct ReadChunk<'a, T> {
-    consumer: &'a mut Consumer<T>,
+pub struct ReadChunk<'a, T, W: WaitMode = NoWait> {
+    consumer: &'a mut Consumer<T, W>,
     len: usize,
 }
 
-impl<T> ReadChunk<'_, T> {
+impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// Items lent (at most the `n` asked for).
     ///
     /// ```
@@ -1506,11 +1554,11 @@ impl<T> ReadChunk<'_, T> {
         /// Releases the items when it goes out of scope: after their destructors ran, or
         /// while unwinding from one that panicked. Either way every one of the `k` items
         /// counts as consumed and is never read or dropped again.
-        struct Release<'a, T> {
-            consumer: &'a mut Consumer<T>,
+        struct Release<'a, T, W: WaitMode> {
+            consumer: &'a mut Consumer<T, W>,
             n: usize,
         }
-        impl<T> Drop for Release<'_, T> {
+        impl<T, W: WaitMode> Drop for Release<'_, T, W> {
             fn drop(&mut self) {
                 self.consumer.release(self.n);
             }
@@ -1541,7 +1589,7 @@ impl<T> ReadChunk<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for ReadChunk<'_, T> {
+impl<T, W: WaitMode> fmt::Debug for ReadChunk<'_, T, W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReadChunk").field("len", &self.len).finish()
     }
