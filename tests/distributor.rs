@@ -563,3 +563,48 @@ fn stalled_worker_delays_only_its_flows() {
     stalled.join().unwrap();
     live.join().unwrap();
 }
+
+// ---- flush sleeps, and still sees every way a packet comes back -------------------------
+
+#[test]
+fn sleeping_flush_sees_slow_completions_and_hand_backs() {
+    // Tags are flows; the worker reschedules packet 0 to flow 100 (routed again by the
+    // flush itself) and completes everything else after delays longer than the flush's
+    // spinning, so the flush must have slept and been woken (or timed out a nap) to finish.
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 16,
+        },
+        |p: &u64| if *p >= 1000 { 100 } else { *p },
+    )
+    .unwrap();
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut (0..8).collect()).unwrap();
+    let t = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while got.len() < 8 {
+            w.recv_burst_wait(&mut got, 16, WAIT).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        let first = got.remove(0);
+        w.reschedule(first + 1000)
+            .map_err(|_| "reschedule")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        w.done_burst(&mut got).unwrap();
+        let mut again = Vec::new();
+        while again.is_empty() {
+            w.recv_burst_wait(&mut again, 16, WAIT).unwrap();
+        }
+        assert_eq!(again, [1000]);
+        std::thread::sleep(Duration::from_millis(30));
+        w.done_burst(&mut again).unwrap();
+        w
+    });
+    let mut out = Vec::new();
+    d.flush(&mut out, WAIT).unwrap();
+    let _w = t.join().unwrap();
+    out.sort_unstable();
+    assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 1000]);
+}

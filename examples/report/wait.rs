@@ -8,6 +8,8 @@
 //! - `wait_idle_cpu`: CPU time a consumer spends waiting on an empty ring (the thread's own
 //!   `getrusage(RUSAGE_THREAD)`), as % of one CPU: the default park strategy, and
 //!   spin-then-yield for contrast; target at most 1% for park.
+//! - `wait_flush_idle_cpu`: the same for `Distributor::flush` waiting on a worker that holds
+//!   its one packet for the whole span (the flushing thread's CPU time, % of one CPU).
 
 use std::hint::spin_loop;
 use std::time::{Duration, Instant};
@@ -130,6 +132,41 @@ fn idle_cpu(span: Duration, strategy: WaitStrategy) -> f64 {
             // Keep the producer alive for the whole wait.
             std::thread::sleep(span + Duration::from_millis(50));
             drop(tx);
+        },
+    );
+    pct
+}
+
+/// % of one CPU used by `Distributor::flush` while the only worker holds its packet for
+/// `span` before handing it back.
+fn flush_idle_cpu(span: Duration) -> f64 {
+    use flowline::distributor::{self, Config};
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 8,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut vec![7]).unwrap();
+    let (pct, _worker) = pair(
+        move || {
+            let mut out = Vec::new();
+            let c0 = thread_cpu();
+            let t = Instant::now();
+            d.flush(&mut out, FOREVER).unwrap();
+            assert_eq!(out, [7]);
+            let used = thread_cpu() - c0;
+            100.0 * used.as_secs_f64() / t.elapsed().as_secs_f64()
+        },
+        move || {
+            let mut got = Vec::new();
+            w.recv_burst_wait(&mut got, 8, FOREVER).unwrap();
+            std::thread::sleep(span);
+            w.done_burst(&mut got).unwrap();
+            w // kept until the flush has returned: a dropped worker is a leave
         },
     );
     pct
@@ -279,6 +316,16 @@ pub fn run(r: &mut Report) {
                 Box::new(move || vec![idle_cpu(span, WaitStrategy::SpinYield { spins: 128 })]),
             ),
         ],
+        &[],
+    );
+    r.scenario(
+        "wait_flush_idle_cpu",
+        &[Metric {
+            suffix: "",
+            unit: "pct_cpu",
+            higher_is_better: false,
+        }],
+        vec![("flowline", Box::new(move || vec![flush_idle_cpu(span)]))],
         &[],
     );
 }

@@ -45,7 +45,7 @@ impl<T> Ret<T> {
 /// Ring ends a worker leaves behind for the distributor (and the next worker to join).
 pub(crate) struct Parked<T> {
     pub(crate) rx: spsc::Consumer<T, Wait>,
-    pub(crate) done: spsc::Producer<T>,
+    pub(crate) done: spsc::Producer<T, Wait>,
     pub(crate) ret: spsc::Producer<Ret<T>>,
 }
 

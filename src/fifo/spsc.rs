@@ -1404,6 +1404,45 @@ impl<T> Consumer<T, Wait> {
         )
     }
 
+    /// Waits until at least one item is there, without taking it; returns how many this
+    /// end sees. For a thread that consumes through other calls (chunks, several rings)
+    /// and only needs to sleep until there is work.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Timeout`] if `timeout` passed first; [`WaitError::Disconnected`] if
+    /// the producer is gone and the ring is empty.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::wait::WaitError;
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
+    /// assert_eq!(rx.wait_for_items(Duration::from_millis(1)), Err(WaitError::Timeout));
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.wait_for_items(Duration::from_secs(1)), Ok(1));
+    /// assert_eq!(rx.pop(), Some(1));
+    /// drop(tx);
+    /// assert_eq!(rx.wait_for_items(Duration::from_secs(1)), Err(WaitError::Disconnected));
+    /// ```
+    pub fn wait_for_items(&mut self, timeout: Duration) -> Result<usize, WaitError> {
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |c| match c.refresh() {
+                // Gone, then empty again: items published before the drop were seen.
+                0 if c.is_abandoned() => match c.refresh() {
+                    0 => Step::Closed,
+                    n => Step::Ready(n),
+                },
+                0 => Step::Pending,
+                n => Step::Ready(n),
+            },
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
     /// The sleeper's re-check: an item is published, or the producer is gone.
     fn has_items_or_closed(&self) -> bool {
         // Acquire: as in `available_for` and `is_abandoned`.
