@@ -194,3 +194,61 @@ fn idle_producer_after_a_whole_32_bit_lap() {
         assert!(rx.pop().is_none());
     }
 }
+
+/// The blocking operations across the wrap: a producer thread waits for room (the ring holds
+/// 4) while the consumer waits for items, both rings started 5 below the wrap point, so the
+/// waits' re-checks (`tail - head` against the capacity, `tail != head`) run on both sides
+/// of it.
+#[cfg(feature = "std")]
+#[test]
+fn waiting_operations_across_the_wrap() {
+    use flowline::fifo::Wait;
+    use std::time::Duration;
+    const T: Duration = Duration::from_secs(30);
+    const N: u64 = 40;
+
+    let (mut tx, mut rx) = spsc::build::<u64, Wait>(4, usize::MAX - 5, None).unwrap();
+    let t = std::thread::spawn(move || {
+        for i in 0..N / 2 {
+            tx.push_wait(i, T).unwrap();
+        }
+        let items: Vec<u64> = (N / 2..N).collect();
+        let mut sent = 0;
+        while sent < items.len() {
+            sent += tx.push_burst_wait(&items[sent..], T).unwrap();
+        }
+    });
+    let mut got = Vec::new();
+    while got.len() < (N / 2) as usize {
+        got.push(rx.pop_wait(T).unwrap());
+    }
+    while got.len() < N as usize {
+        assert!(rx.wait_for_items(T).unwrap() > 0);
+        rx.pop_burst_wait(&mut got, 3, T).unwrap();
+    }
+    t.join().unwrap();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    assert_eq!(rx.pop_wait(T), Err(flowline::wait::WaitError::Disconnected));
+
+    let (mut tx, mut rx) = mpsc::build::<u64, Wait>(4, u64::MAX - 5).unwrap();
+    let t = std::thread::spawn(move || {
+        for i in 0..N / 2 {
+            tx.push_wait(i, T).unwrap();
+        }
+        let items: Vec<u64> = (N / 2..N).collect();
+        let mut sent = 0;
+        while sent < items.len() {
+            sent += tx.push_burst_wait(&items[sent..], T).unwrap();
+        }
+    });
+    let mut got = Vec::new();
+    while got.len() < (N / 2) as usize {
+        got.push(rx.pop_wait(T).unwrap());
+    }
+    while got.len() < N as usize {
+        rx.pop_burst_wait(&mut got, 3, T).unwrap();
+    }
+    t.join().unwrap();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    assert_eq!(rx.pop_wait(T), Err(flowline::wait::WaitError::Disconnected));
+}
