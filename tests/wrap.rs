@@ -207,48 +207,37 @@ fn waiting_operations_across_the_wrap() {
     const T: Duration = Duration::from_secs(30);
     const N: u64 = 40;
 
-    let (mut tx, mut rx) = spsc::build::<u64, Wait>(4, usize::MAX - 5, None).unwrap();
-    let t = std::thread::spawn(move || {
-        for i in 0..N / 2 {
-            tx.push_wait(i, T).unwrap();
-        }
-        let items: Vec<u64> = (N / 2..N).collect();
-        let mut sent = 0;
-        while sent < items.len() {
-            sent += tx.push_burst_wait(&items[sent..], T).unwrap();
-        }
-    });
-    let mut got = Vec::new();
-    while got.len() < (N / 2) as usize {
-        got.push(rx.pop_wait(T).unwrap());
+    /// Producer thread: half the items one at a time, half in bursts, all waiting for
+    /// room; consumer: one at a time, then bursts of 3 after `wait_for_items` where the
+    /// ring has it. Everything arrives in order, then the wait ends with `Disconnected`.
+    macro_rules! drive {
+        ($tx:expr, $rx:expr $(, $wait_for_items:ident)?) => {{
+            let (mut tx, mut rx) = ($tx, $rx);
+            let t = std::thread::spawn(move || {
+                for i in 0..N / 2 {
+                    tx.push_wait(i, T).unwrap();
+                }
+                let items: Vec<u64> = (N / 2..N).collect();
+                let mut sent = 0;
+                while sent < items.len() {
+                    sent += tx.push_burst_wait(&items[sent..], T).unwrap();
+                }
+            });
+            let mut got = Vec::new();
+            while got.len() < (N / 2) as usize {
+                got.push(rx.pop_wait(T).unwrap());
+            }
+            while got.len() < N as usize {
+                $(assert!(rx.$wait_for_items(T).unwrap() > 0);)?
+                rx.pop_burst_wait(&mut got, 3, T).unwrap();
+            }
+            t.join().unwrap();
+            assert_eq!(got, (0..N).collect::<Vec<_>>());
+            assert_eq!(rx.pop_wait(T), Err(flowline::wait::WaitError::Disconnected));
+        }};
     }
-    while got.len() < N as usize {
-        assert!(rx.wait_for_items(T).unwrap() > 0);
-        rx.pop_burst_wait(&mut got, 3, T).unwrap();
-    }
-    t.join().unwrap();
-    assert_eq!(got, (0..N).collect::<Vec<_>>());
-    assert_eq!(rx.pop_wait(T), Err(flowline::wait::WaitError::Disconnected));
-
-    let (mut tx, mut rx) = mpsc::build::<u64, Wait>(4, u64::MAX - 5).unwrap();
-    let t = std::thread::spawn(move || {
-        for i in 0..N / 2 {
-            tx.push_wait(i, T).unwrap();
-        }
-        let items: Vec<u64> = (N / 2..N).collect();
-        let mut sent = 0;
-        while sent < items.len() {
-            sent += tx.push_burst_wait(&items[sent..], T).unwrap();
-        }
-    });
-    let mut got = Vec::new();
-    while got.len() < (N / 2) as usize {
-        got.push(rx.pop_wait(T).unwrap());
-    }
-    while got.len() < N as usize {
-        rx.pop_burst_wait(&mut got, 3, T).unwrap();
-    }
-    t.join().unwrap();
-    assert_eq!(got, (0..N).collect::<Vec<_>>());
-    assert_eq!(rx.pop_wait(T), Err(flowline::wait::WaitError::Disconnected));
+    let (tx, rx) = spsc::build::<u64, Wait>(4, usize::MAX - 5, None).unwrap();
+    drive!(tx, rx, wait_for_items);
+    let (tx, rx) = mpsc::build::<u64, Wait>(4, u64::MAX - 5).unwrap();
+    drive!(tx, rx);
 }
