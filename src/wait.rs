@@ -256,6 +256,11 @@ fn light_barrier() {
 /// a seccomp filter installed later, `ENOMEM`); the caller must then not sleep, since
 /// publishers order their side with a compiler fence only.
 fn heavy_barrier() -> bool {
+    // Relaxed: a test switch, set before the waits it is meant for start.
+    if FAIL_BARRIER.load(Ordering::Relaxed) {
+        NO_SLEEP.store(true, Ordering::Relaxed);
+        return false;
+    }
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
     if membarrier::ready() {
         if membarrier::heavy() {
@@ -271,6 +276,29 @@ fn heavy_barrier() -> bool {
 /// Set once a heavy barrier failed: from then on waits poll with `yield_now` instead of
 /// sleeping (correct without any barrier; costs a core's time slices while waiting).
 static NO_SLEEP: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Test switch: makes every heavy barrier fail, as a membarrier call refused after
+/// registration would (see [`simulate_barrier_failure`]).
+static FAIL_BARRIER: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// **Testing only, not for production:** from now on, for the whole process, every
+/// attempt to sleep finds the heavy barrier failing, as when the membarrier call is refused
+/// after registration (a seccomp filter installed later, `ENOMEM`), so tests can check the
+/// fallback: waits then poll with `yield_now` and still end correctly. Returns whether
+/// sleeping had already been disabled. Hidden from the docs and outside any semver promise.
+#[doc(hidden)]
+pub fn simulate_barrier_failure() -> bool {
+    FAIL_BARRIER.store(true, Ordering::Relaxed);
+    sleeping_disabled()
+}
+
+/// **Testing only:** whether a failed heavy barrier has disabled sleeping for the process
+/// (see [`simulate_barrier_failure`]). Hidden from the docs and outside any semver promise.
+#[doc(hidden)]
+pub fn sleeping_disabled() -> bool {
+    // Relaxed: a diagnostic read.
+    NO_SLEEP.load(Ordering::Relaxed)
+}
 
 /// Whether sleeping is still possible (see [`NO_SLEEP`]).
 #[inline]
