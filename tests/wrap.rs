@@ -208,8 +208,7 @@ fn waiting_operations_across_the_wrap() {
     const N: u64 = 40;
 
     /// Producer thread: half the items one at a time, half in bursts, all waiting for
-    /// room; consumer: one at a time, then bursts of 3 after `wait_for_items` where the
-    /// ring has it. Everything arrives in order, then the wait ends with `Disconnected`.
+    /// room; consumer: one at a time, then bursts of 3 after `wait_for_items`. Everything arrives in order, then the wait ends with `Disconnected`.
     macro_rules! drive {
         ($tx:expr, $rx:expr $(, $wait_for_items:ident)?) => {{
             let (mut tx, mut rx) = ($tx, $rx);
@@ -239,5 +238,5 @@ fn waiting_operations_across_the_wrap() {
     let (tx, rx) = spsc::build::<u64, Wait>(4, usize::MAX - 5, None).unwrap();
     drive!(tx, rx, wait_for_items);
     let (tx, rx) = mpsc::build::<u64, Wait>(4, u64::MAX - 5).unwrap();
-    drive!(tx, rx);
+    drive!(tx, rx, wait_for_items);
 }

@@ -1567,6 +1567,47 @@ impl<T> Consumer<T, Wait> {
         )
     }
 
+    /// Waits until at least one item is ready, without taking it; returns how many this
+    /// end can take now (in order, up to the first reservation not yet published). For a
+    /// thread that consumes through other calls (chunks, several rings) and only needs to
+    /// sleep until there is work.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Timeout`] if `timeout` passed first; [`WaitError::Disconnected`] if
+    /// every producer is gone and nothing is left.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::wait::WaitError;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// assert_eq!(rx.wait_for_items(Duration::from_millis(1)), Err(WaitError::Timeout));
+    /// tx.push_burst(&[1, 2]);
+    /// assert_eq!(rx.wait_for_items(Duration::from_secs(1)), Ok(2));
+    /// assert_eq!(rx.pop(), Some(1));
+    /// drop(tx);
+    /// assert_eq!(rx.pop(), Some(2));
+    /// assert_eq!(rx.wait_for_items(Duration::from_secs(1)), Err(WaitError::Disconnected));
+    /// ```
+    pub fn wait_for_items(&mut self, timeout: Duration) -> Result<usize, WaitError> {
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            |c| match c.available(1) {
+                // Every producer gone, then nothing ready: their last runs were seen.
+                0 if c.is_abandoned() => match c.available(usize::MAX) {
+                    0 => Step::Closed,
+                    n => Step::Ready(n),
+                },
+                0 => Step::Pending,
+                _ => Step::Ready(c.available(usize::MAX)),
+            },
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
     /// The sleeper's re-check: items left in the current run, a run published after it,
     /// or every producer gone.
     fn has_items_or_closed(&self) -> bool {
