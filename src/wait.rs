@@ -311,7 +311,8 @@ fn can_sleep() -> bool {
 /// room to fill), and the means to wake them.
 #[derive(Debug)]
 pub(crate) struct Sleepers {
-    /// Threads announced as sleeping. Written only by sleepers; read by every publication.
+    /// Threads announced as sleeping. Written only by sleepers; read by every publication
+    /// of a waitable ring.
     waiting: AtomicU32,
     lock: Mutex<()>,
     cv: Condvar,

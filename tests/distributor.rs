@@ -608,3 +608,50 @@ fn sleeping_flush_sees_slow_completions_and_hand_backs() {
     out.sort_unstable();
     assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 1000]);
 }
+
+#[test]
+fn flush_follows_a_reschedule_chain_across_two_workers() {
+    // Packets 0..4 on flows 0..4; each worker reschedules every packet it gets to the next
+    // flow (tag + 1) until its tag reaches 40, then completes it. A flush started right
+    // away must route every hand-back (they arrive on the control rings, which do not
+    // wake a napping flush) and return all four, exactly once.
+    let (mut d, ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 8,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = ws
+        .into_iter()
+        .map(|mut w| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while stop.load(Ordering::Acquire) == 0 {
+                    got.clear();
+                    match w.recv_burst_wait(&mut got, 8, Duration::from_millis(5)) {
+                        Ok(_) | Err(flowline::wait::WaitError::Timeout) => {}
+                        Err(e) => panic!("{e:?}"),
+                    }
+                    for p in got.drain(..) {
+                        if p < 40 {
+                            w.reschedule(p + 1).map_err(|_| "reschedule").unwrap();
+                        } else {
+                            w.done(p).map_err(|_| "done").unwrap();
+                        }
+                    }
+                }
+                w
+            })
+        })
+        .collect();
+    d.distribute(&mut (0..4).collect()).unwrap();
+    let mut out = Vec::new();
+    d.flush(&mut out, WAIT).unwrap();
+    stop.store(1, Ordering::Release);
+    let _ws: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(out, [40, 40, 40, 40]);
+}

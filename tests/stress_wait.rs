@@ -240,3 +240,25 @@ fn items_published_before_a_drop_are_delivered() {
         t.join().unwrap();
     }
 }
+
+#[test]
+fn mpsc_wait_for_items_stops_at_an_unpublished_reservation() {
+    // Producer A reserves a slot and has not written it; producer B publishes after it. The
+    // consumer takes items in order, so nothing is ready until A commits: a wait times out,
+    // and once A commits both are ready.
+    let (mut a, mut rx) = mpsc::waitable::<u32>(4).unwrap();
+    let mut b = a.clone();
+    let mut chunk = a.write_chunk(1);
+    assert_eq!(chunk.len(), 1);
+    b.push(2).unwrap();
+    assert_eq!(
+        rx.wait_for_items(Duration::from_millis(20)),
+        Err(WaitError::Timeout)
+    );
+    assert_eq!(rx.pop(), None);
+    chunk.as_mut_slices().0[0].write(1);
+    // SAFETY: the one reserved slot was written just above.
+    unsafe { chunk.commit(1) };
+    assert_eq!(rx.wait_for_items(Duration::from_secs(30)), Ok(2));
+    assert_eq!((rx.pop(), rx.pop()), (Some(1), Some(2)));
+}

@@ -905,13 +905,21 @@ where
 
     /// Drives everything in flight to completion: routes the backlog, collects returns
     /// onto `out`, until no packet is held by a worker or waiting, or `timeout` passes.
-    /// Spins with backoff first; once that is spent it sleeps (no CPU) on the completion
-    /// ring of a worker that holds packets, woken by that worker's next completion or at
-    /// the end of a slice: 1 ms, doubling while nothing comes back, at most 8 ms. Other
-    /// workers' completions, hand-backs for rescheduling and leaves are seen at the end of
-    /// a slice at the latest, so a flush that waits for a slow worker costs no core
-    /// (about 1% of one, measured) and routes a hand-back within 8 ms. A `timeout` too large to add to the current time
-    /// (such as `Duration::MAX`) means no deadline: the flush then returns only when
+    ///
+    /// Spins with backoff first, and again after every round that made progress (a packet
+    /// came back, was routed or was handed back); once the backoff is spent without
+    /// progress it sleeps on the completion ring of a worker that holds packets, woken by
+    /// that worker's next completion or at the end of a nap: 1 ms, doubling while nothing
+    /// happens, at most 8 ms. Other workers' completions, hand-backs for rescheduling and
+    /// leaves (which arrive on another ring) are seen at the end of a nap at the latest.
+    /// So a flush that waits for a slow worker costs about 1% of a core (measured), and a
+    /// hand-back while the workers are otherwise idle waits up to 8 ms. Each nap that
+    /// really sleeps runs the heavy barrier of [`crate::wait`] (on Linux a membarrier
+    /// call, which interrupts every CPU running a thread of this process, busy workers
+    /// included): at most about 1000 times a second, fewer as the naps grow.
+    ///
+    /// A `timeout` too large to add to the current time (such as `Duration::MAX`) means no
+    /// deadline: the flush then returns only when
     /// everything is back or no worker is left. Packets held by a worker whose handle was
     /// dropped without `leave` count as lost (the `"lost"` statistic), not in flight, so
     /// a dead worker never makes a flush wait forever.
@@ -939,9 +947,11 @@ where
         const FIRST_SLICE: Duration = Duration::from_millis(1);
         const MAX_SLICE: Duration = Duration::from_millis(8);
         let mut slice = FIRST_SLICE;
-        let mut last_in_flight = usize::MAX;
+        // What a round changes when it makes progress: packets in flight, packets sent,
+        // hand-backs read (completions, drops, reschedules, leave markers).
+        let mut last = (usize::MAX, 0u64, 0u64);
         let deadline = Instant::now().checked_add(timeout);
-        let backoff = Backoff::new();
+        let mut backoff = Backoff::new();
         loop {
             let mut none = Vec::new();
             if self.distribute(&mut none).is_err() {
@@ -953,10 +963,17 @@ where
             if in_flight == 0 {
                 return Ok(());
             }
-            if in_flight != last_in_flight {
-                // Progress: look again soon.
-                last_in_flight = in_flight;
+            let now_seen = (
+                in_flight,
+                self.lanes.iter().map(|l| l.sent).sum::<u64>(),
+                self.lanes.iter().map(|l| l.cursor).sum::<u64>(),
+            );
+            if now_seen != last {
+                // Progress (a reschedule chain makes progress without changing
+                // `in_flight`): spin again before any nap, and nap briefly.
+                last = now_seen;
                 slice = FIRST_SLICE;
+                backoff = Backoff::new();
             }
             if !backoff.is_completed() {
                 backoff.snooze();

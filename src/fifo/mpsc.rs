@@ -323,11 +323,12 @@ struct Shared<T> {
     desc_shift: u32,
     tracker: AccessTracker,
     /// The consumer sleeping until items arrive (`pop_wait`), on its own line: written only
-    /// when it goes to sleep or wakes, read after every run publication.
+    /// when it goes to sleep or wakes, read after every run publication by a waitable
+    /// ring (never by a `channel` ring).
     #[cfg(feature = "std")]
     items: CachePadded<Sleepers>,
     /// Producers sleeping until room appears (`push_wait`): read after every `head`
-    /// publication.
+    /// publication by a waitable ring.
     #[cfg(feature = "std")]
     room: CachePadded<Sleepers>,
     _owns: PhantomData<T>,

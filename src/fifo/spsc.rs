@@ -270,11 +270,12 @@ struct Shared<T> {
     slots: usize,
     tracker: AccessTracker,
     /// A consumer sleeping until items arrive (`pop_wait`), on its own line: written only
-    /// when it goes to sleep or wakes, read after every publication of `tail`.
+    /// when it goes to sleep or wakes, read after every publication of `tail` by a
+    /// waitable ring (never by a `channel` ring).
     #[cfg(feature = "std")]
     items: CachePadded<Sleepers>,
     /// A producer sleeping until room appears (`push_wait`): likewise, read after every
-    /// publication of `head`.
+    /// publication of `head` by a waitable ring.
     #[cfg(feature = "std")]
     room: CachePadded<Sleepers>,
     _owns: PhantomData<T>,
