@@ -150,8 +150,8 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
 /// use std::time::Duration;
 /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(8).unwrap();
 /// let mut tx2 = tx.clone();
-/// let t = std::thread::spawn(move || tx2.push_wait(7, Duration::from_secs(5)));
-/// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+/// let t = std::thread::spawn(move || tx2.push_wait(7, Duration::from_secs(30)));
+/// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(7));
 /// t.join().unwrap().unwrap();
 /// # drop(tx);
 /// ```
@@ -1350,14 +1350,13 @@ impl<T> Producer<T, Wait> {
     /// ```
     /// use std::time::Duration;
     /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(1).unwrap();
+    /// tx.push_wait(1, Duration::from_secs(30)).unwrap(); // room: returns at once
     /// let mut tx2 = tx.clone();
-    /// let t = std::thread::spawn(move || tx2.push_wait(2, Duration::from_secs(5)));
-    /// tx.push_wait(1, Duration::from_secs(5)).unwrap();
-    /// let mut got = vec![rx.pop_wait(Duration::from_secs(5)).unwrap()];
-    /// got.push(rx.pop_wait(Duration::from_secs(5)).unwrap());
+    /// // The ring is full: this waits until the pop below makes room.
+    /// let t = std::thread::spawn(move || tx2.push_wait(2, Duration::from_secs(30)));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(1));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(2));
     /// t.join().unwrap().unwrap();
-    /// got.sort();
-    /// assert_eq!(got, [1, 2]);
     /// ```
     #[inline]
     pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
@@ -1498,8 +1497,8 @@ impl<T> Consumer<T, Wait> {
     /// use std::time::Duration;
     /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(4).unwrap();
     /// std::thread::spawn(move || tx.push(7).unwrap());
-    /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
-    /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Err(flowline::wait::WaitError::Disconnected));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(7));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Err(flowline::wait::WaitError::Disconnected));
     /// ```
     #[inline]
     pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {

@@ -132,8 +132,8 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
 /// ```
 /// use std::time::Duration;
 /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(8).unwrap();
-/// let t = std::thread::spawn(move || tx.push_wait(7, Duration::from_secs(5)));
-/// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+/// let t = std::thread::spawn(move || tx.push_wait(7, Duration::from_secs(30)));
+/// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(7));
 /// t.join().unwrap().unwrap();
 /// ```
 #[cfg(feature = "std")]
@@ -656,8 +656,8 @@ impl<T> Producer<T, Wait> {
     /// use std::time::Duration;
     /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(1).unwrap();
     /// tx.push(1).unwrap();
-    /// let t = std::thread::spawn(move || (rx.pop_wait(Duration::from_secs(5)), rx.pop_wait(Duration::from_secs(5))));
-    /// tx.push_wait(2, Duration::from_secs(5)).unwrap();
+    /// let t = std::thread::spawn(move || (rx.pop_wait(Duration::from_secs(30)), rx.pop_wait(Duration::from_secs(30))));
+    /// tx.push_wait(2, Duration::from_secs(30)).unwrap();
     /// assert_eq!(t.join().unwrap(), (Ok(1), Ok(2)));
     /// ```
     #[inline]
@@ -1332,7 +1332,7 @@ impl<T> Consumer<T, Wait> {
     /// use std::time::Duration;
     /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(4).unwrap();
     /// std::thread::spawn(move || tx.push(7).unwrap());
-    /// assert_eq!(rx.pop_wait(Duration::from_secs(5)), Ok(7));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(7));
     /// ```
     #[inline]
     pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
@@ -1374,7 +1374,7 @@ impl<T> Consumer<T, Wait> {
     /// std::thread::spawn(move || tx.push_burst(&[1, 2, 3]));
     /// let mut v = Vec::new();
     /// while v.len() < 3 {
-    ///     rx.pop_burst_wait(&mut v, 8, Duration::from_secs(5)).unwrap();
+    ///     rx.pop_burst_wait(&mut v, 8, Duration::from_secs(30)).unwrap();
     /// }
     /// assert_eq!(v, [1, 2, 3]);
     /// ```
