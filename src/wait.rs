@@ -392,6 +392,25 @@ impl Sleepers {
     }
 }
 
+/// One poll of a wait for items that takes (or counts) them with `take`, for the burst
+/// and `wait_for_items` forms of both rings: what `take` returned, or, when it returned 0
+/// and the other end is `gone`, one more `take` (items published before the drop are seen
+/// after it) and `Closed` if that finds nothing either.
+pub(crate) fn poll_items<H>(
+    h: &mut H,
+    mut take: impl FnMut(&mut H) -> usize,
+    gone: impl Fn(&H) -> bool,
+) -> Step<usize> {
+    match take(h) {
+        0 if gone(h) => match take(h) {
+            0 => Step::Closed,
+            n => Step::Ready(n),
+        },
+        0 => Step::Pending,
+        n => Step::Ready(n),
+    }
+}
+
 /// One poll of a blocking operation.
 pub(crate) enum Step<R> {
     /// Done.

@@ -1554,14 +1554,7 @@ impl<T> Consumer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |c| match c.pop_burst_into(out, max) {
-                0 if c.is_abandoned() => match c.pop_burst_into(out, max) {
-                    0 => Step::Closed,
-                    n => Step::Ready(n),
-                },
-                0 => Step::Pending,
-                n => Step::Ready(n),
-            },
+            |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )
@@ -1594,15 +1587,8 @@ impl<T> Consumer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |c| match c.available(1) {
-                // Every producer gone, then nothing ready: their last runs were seen.
-                0 if c.is_abandoned() => match c.available(usize::MAX) {
-                    0 => Step::Closed,
-                    n => Step::Ready(n),
-                },
-                0 => Step::Pending,
-                _ => Step::Ready(c.available(usize::MAX)),
-            },
+            // Counting all ready runs costs one descriptor read while nothing is ready.
+            |c| wait::poll_items(c, |c| c.available(usize::MAX), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )

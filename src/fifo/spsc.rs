@@ -1392,14 +1392,7 @@ impl<T> Consumer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |c| match c.pop_burst_into(out, max) {
-                0 if c.is_abandoned() => match c.pop_burst_into(out, max) {
-                    0 => Step::Closed,
-                    n => Step::Ready(n),
-                },
-                0 => Step::Pending,
-                n => Step::Ready(n),
-            },
+            |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )
@@ -1430,15 +1423,7 @@ impl<T> Consumer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |c| match c.refresh() {
-                // Gone, then empty again: items published before the drop were seen.
-                0 if c.is_abandoned() => match c.refresh() {
-                    0 => Step::Closed,
-                    n => Step::Ready(n),
-                },
-                0 => Step::Pending,
-                n => Step::Ready(n),
-            },
+            |c| wait::poll_items(c, Consumer::refresh, Consumer::is_abandoned),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )
