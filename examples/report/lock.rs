@@ -1,8 +1,10 @@
 //! `lock_*` scenarios: what lock metering costs. `lock_uncontended`: one thread (CPU 0)
 //! taking and releasing a lock around a one-word update, ns per lock/unlock pair, for the
-//! bare locks and their metered wrappers (TSC timestamps on x86_64; `_off` is the wrapper
-//! with metering compiled out). `lock_contended_2threads`: two threads (CPU 0 and 1) doing
-//! the same on one lock, ns per pair per thread.
+//! bare locks and their metered wrappers: `_metered` with the default hold sampling (one
+//! uncontended hold in 32 timed), `_exact` timing every hold (TSC timestamps on x86_64),
+//! `_off` the wrapper with metering compiled out. `lock_contended_2threads`: two threads
+//! (CPU 0 and 1) doing the same on one lock, ns per pair per thread. Each impl runs its own
+//! loop (as a user's code would), so one lock's code does not shape another's.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -11,32 +13,12 @@ use flowline::lockmeter::{MeteredMutex, MeteredSpinLock, SpinLock};
 
 use crate::harness::{alone, pair, Impl, Metric, Report};
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Spin,
-    SpinMetered,
-    SpinOff,
-    Mutex,
-    MutexMetered,
-}
-
-/// `threads` threads (1 or 2) each take the lock `n` times; ns per pair per thread.
-fn run(kind: Kind, n: u64, threads: usize) -> f64 {
-    let spin = SpinLock::new(0u64);
-    let spin_m = MeteredSpinLock::<u64>::named("report lock", 0);
-    let spin_off = MeteredSpinLock::<u64, false>::named("report lock off", 0);
-    let mutex = std::sync::Mutex::new(0u64);
-    let mutex_m = MeteredMutex::<u64>::named("report mutex", 0);
+/// `threads` threads (1 or 2) each run `op` `n` times; ns per op per thread.
+fn run(n: u64, threads: usize, op: impl Fn() + Sync) -> f64 {
     let body = || {
         let t = Instant::now();
         for _ in 0..n {
-            match kind {
-                Kind::Spin => *spin.lock() += black_box(1),
-                Kind::SpinMetered => *spin_m.lock() += black_box(1),
-                Kind::SpinOff => *spin_off.lock() += black_box(1),
-                Kind::Mutex => *mutex.lock().unwrap() += black_box(1),
-                Kind::MutexMetered => *mutex_m.lock().unwrap() += black_box(1),
-            }
+            op();
         }
         t.elapsed().as_nanos() as f64 / n as f64
     };
@@ -61,22 +43,56 @@ pub fn run_all(r: &mut Report) {
             (false, _) => 4_000_000,
         };
         let impls: Vec<Impl> = vec![
-            ("spin", Box::new(move || vec![run(Kind::Spin, n, threads)])),
+            (
+                "spin",
+                Box::new(move || {
+                    let l = SpinLock::new(0u64);
+                    vec![run(n, threads, || *l.lock() += black_box(1))]
+                }),
+            ),
             (
                 "spin_metered",
-                Box::new(move || vec![run(Kind::SpinMetered, n, threads)]),
+                Box::new(move || {
+                    let l = MeteredSpinLock::<u64>::named("report spin", 0);
+                    vec![run(n, threads, || *l.lock() += black_box(1))]
+                }),
+            ),
+            (
+                "spin_exact",
+                Box::new(move || {
+                    let l =
+                        MeteredSpinLock::<u64>::named("report spin exact", 0).with_hold_sampling(1);
+                    vec![run(n, threads, || *l.lock() += black_box(1))]
+                }),
             ),
             (
                 "spin_off",
-                Box::new(move || vec![run(Kind::SpinOff, n, threads)]),
+                Box::new(move || {
+                    let l = MeteredSpinLock::<u64, false>::named("report spin off", 0);
+                    vec![run(n, threads, || *l.lock() += black_box(1))]
+                }),
             ),
             (
                 "mutex",
-                Box::new(move || vec![run(Kind::Mutex, n, threads)]),
+                Box::new(move || {
+                    let l = std::sync::Mutex::new(0u64);
+                    vec![run(n, threads, || *l.lock().unwrap() += black_box(1))]
+                }),
             ),
             (
                 "mutex_metered",
-                Box::new(move || vec![run(Kind::MutexMetered, n, threads)]),
+                Box::new(move || {
+                    let l = MeteredMutex::<u64>::named("report mutex", 0);
+                    vec![run(n, threads, || *l.lock().unwrap() += black_box(1))]
+                }),
+            ),
+            (
+                "mutex_exact",
+                Box::new(move || {
+                    let l =
+                        MeteredMutex::<u64>::named("report mutex exact", 0).with_hold_sampling(1);
+                    vec![run(n, threads, || *l.lock().unwrap() += black_box(1))]
+                }),
             ),
         ];
         r.scenario(
@@ -85,8 +101,10 @@ pub fn run_all(r: &mut Report) {
             impls,
             &[
                 ("spin_metered", "spin"),
+                ("spin_exact", "spin"),
                 ("spin_off", "spin"),
                 ("mutex_metered", "mutex"),
+                ("mutex_exact", "mutex"),
             ],
         );
     }
