@@ -34,8 +34,9 @@
 //! always timed; holds are timed for one acquisition in [`DEFAULT_HOLD_SAMPLING`] (32) by
 //! default, chosen at random, because two clock reads per hold cost more than the lock:
 //! an uncontended metered lock/unlock pair then costs one shard update and a sampling
-//! test, about 6-10 ns more than the bare lock on this project's test machine (a KVM
-//! guest of an AMD EPYC), against 25-40 ns more when every hold is timed
+//! test: on this project's test machine (a KVM guest of an AMD EPYC) 8-11 ns more than
+//! the bare spinlock and about 22 ns more than the bare std mutex, against 34-60 ns more
+//! when every hold is timed
 //! ([`MeteredSpinLock::with_hold_sampling`]`(1)`: exact hold figures). Timestamps are the
 //! TSC on x86_64 (`core::arch::x86_64::_rdtsc`, about 12 ns a read there, converted to ns
 //! with a rate calibrated once against `Instant`), `Instant` elsewhere and under Miri; a
