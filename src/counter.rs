@@ -561,6 +561,7 @@ impl<const N: usize> CounterGroup<N> {
         Ok(GroupHandle {
             group: Arc::clone(self),
             shard,
+            line: &**sh as *const GroupShard<N>,
             seq,
             values,
             _not_sync: PhantomData,
@@ -647,15 +648,26 @@ impl<const N: usize> fmt::Debug for CounterGroup<N> {
 pub struct GroupHandle<const N: usize> {
     group: Arc<CounterGroup<N>>,
     shard: usize,
+    /// `&group.shards[shard]`, kept so an update reaches its line without going through
+    /// the `Arc` and the array (two dependent loads and a bounds check). Valid while
+    /// `group` (which owns the shard array, never reallocated) is alive.
+    line: *const GroupShard<N>,
     seq: usize,
     values: [u64; N],
     _not_sync: PhantomData<Cell<()>>,
 }
 
+// SAFETY: the handle owns its shard exclusively and keeps the group alive through its
+// Arc; moving it to another thread moves that ownership (the raw `line` pointer is what
+// made it !Send). It stays !Sync (PhantomData<Cell>).
+unsafe impl<const N: usize> Send for GroupHandle<N> {}
+
 impl<const N: usize> GroupHandle<N> {
     #[inline(always)]
     fn update(&mut self, f: impl FnOnce(&mut [u64; N]) -> u32) {
-        let sh = &self.group.shards[self.shard];
+        // SAFETY: `line` points into the shard array owned by `self.group`, which this
+        // handle keeps alive; the array is never reallocated.
+        let sh = unsafe { &*self.line };
         // Relaxed odd store, then a Release fence: a reader that sees any value written
         // below also sees the odd sequence (its Acquire fence pairs with this one).
         sh.seq.store(self.seq.wrapping_add(1), Ordering::Relaxed);
