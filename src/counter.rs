@@ -835,6 +835,13 @@ mod layout {
         core::mem::size_of::<CachePadded<GroupShard<{ WORDS_PER_LINE - 2 }>>>(),
         LINE_BYTES
     );
+
+    // Handles move to their writer's thread but are never shared: the raw line pointers
+    // (`CounterHandle::slot`, `GroupHandle::line`) do not change that.
+    static_assertions::assert_impl_all!(CounterHandle: Send);
+    static_assertions::assert_not_impl_any!(CounterHandle: Sync);
+    static_assertions::assert_impl_all!(GroupHandle<2>: Send);
+    static_assertions::assert_not_impl_any!(GroupHandle<2>: Sync);
 }
 
 #[cfg(all(test, not(loom)))]

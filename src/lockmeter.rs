@@ -674,7 +674,10 @@ impl SiteStats {
     }
 
     /// UTIL: the share of the wall time since the site's first use that the lock was held
-    /// from this site (0 to 1; a clock step can push it slightly past 1).
+    /// from this site. For one lock whose every hold is timed, 0 to 1 (a clock step can
+    /// push it slightly past 1). With sampled holds it is an estimate, and a site that
+    /// several locks pass through (one name, or one call site used on many locks) can
+    /// pass 1: the locks were held at once.
     ///
     /// ```
     /// let s = flowline::lockmeter::SiteStats { hold_total_ns: 25, elapsed_ns: 100, ..Default::default() };
@@ -753,28 +756,24 @@ pub fn snapshot() -> Vec<SiteStats> {
     let mut out: Vec<SiteStats> = sites
         .iter()
         .map(|s| {
+            // Each shard is read whole (a record lands in one shard, under its sequence
+            // word); the shared overflow counters are read once each, but a record there
+            // may land between two of those reads, so the parts are clamped to `total`.
             let g = s.group.as_ref().map(|g| g.snapshot());
-            let v = |i: usize| {
-                g.as_ref()
-                    .map_or(0, |g| g[i])
-                    .wrapping_add(s.overflow[i].load(Ordering::Relaxed))
-            };
+            let o: [u64; FIELDS] = core::array::from_fn(|i| s.overflow[i].load(Ordering::Relaxed));
+            let v = |i: usize| g.as_ref().map_or(0, |g| g[i]).wrapping_add(o[i]);
+            let total = v(TOTAL);
+            let contended = v(CONTENDED).min(total);
+            let timed = v(TIMED).min(total);
             SiteStats {
                 name: s.name.clone(),
-                total: v(TOTAL),
-                // Shards are read one after another: a record landing in between can make
-                // `contended` momentarily ahead of `total`.
-                nowait: v(TOTAL).saturating_sub(v(CONTENDED)),
-                contended: v(CONTENDED),
+                total,
+                nowait: total - contended,
+                contended,
                 rejected: v(REJECTED),
-                hold_total_ns: ns(estimate(
-                    v(HOLD),
-                    v(TIMED),
-                    v(TOTAL),
-                    since(s.since.load(Ordering::Relaxed), now),
-                )),
+                hold_total_ns: ns(estimate(v(HOLD), timed, total)),
                 hold_max_ns: ns(s.hold_max.load(Ordering::Relaxed)),
-                holds_timed: v(TIMED),
+                holds_timed: timed,
                 wait_total_ns: ns(v(WAIT)),
                 wait_max_ns: ns(s.wait_max.load(Ordering::Relaxed)),
                 elapsed_ns: ns(since(s.since.load(Ordering::Relaxed), now)),
@@ -792,16 +791,13 @@ pub fn snapshot() -> Vec<SiteStats> {
 }
 
 /// The total hold of `total` acquisitions from the sum of the `timed` ones: their mean times
-/// `total` (exact when every hold was timed; 0 when none was). Extrapolation never goes
-/// past `elapsed` (the one lock of a site cannot be held longer than the site exists; a
-/// few timed holds that happen to be long would otherwise say so), unless the timed holds
-/// alone already do (several locks of one name, held at once).
-fn estimate(sum: u64, timed: u64, total: u64, elapsed: u64) -> u64 {
+/// `total` (exact when every hold was timed; 0 when none was).
+fn estimate(sum: u64, timed: u64, total: u64) -> u64 {
     if timed == 0 || timed >= total {
         sum
     } else {
         let e = u128::from(sum) * u128::from(total) / u128::from(timed);
-        u64::try_from(e).unwrap_or(u64::MAX).min(sum.max(elapsed))
+        u64::try_from(e).unwrap_or(u64::MAX)
     }
 }
 
@@ -840,12 +836,15 @@ pub fn format_table(sites: &[SiteStats]) -> String {
         " UTIL    CON      HOLD MEAN(   MAX)       WAIT MEAN(   MAX) (% CPU)      TOTAL NOWAIT   SPIN  RJECT  NAME\n",
     );
     for s in sites {
+        // Nothing timed yet (few acquisitions, sampled): no hold figures, rather than 0.
+        let untimed = s.total > 0 && s.holds_timed == 0;
+        let hold = |ns: f64| if untimed { "-".to_string() } else { us(ns) };
         t.push_str(&format!(
             "{:4.1}% {:5.1}%  {:>9}({:>9})  {:>9}({:>9}) ({:5.2}%) {:>10} {:5.1}% {:5.1}% {:5.1}%  {}\n",
             100.0 * s.util(),
             100.0 * s.contention(),
-            us(s.hold_mean_ns()),
-            us(s.hold_max_ns as f64),
+            hold(s.hold_mean_ns()),
+            hold(s.hold_max_ns as f64),
             us(s.wait_mean_ns()),
             us(s.wait_max_ns as f64),
             100.0 * s.cpu_waiting(),
@@ -861,8 +860,12 @@ pub fn format_table(sites: &[SiteStats]) -> String {
 
 // ---------------------------------------------------------------------------- metered locks
 
+/// The largest `one_in` of [`MeteredSpinLock::with_hold_sampling`]: one timed hold in 2^24
+/// acquisitions (rarer would not leave a sample to speak of).
+pub const MAX_HOLD_SAMPLING: u32 = 1 << 24;
+
 /// The default of [`MeteredSpinLock::with_hold_sampling`] and
-/// [`MeteredMutex::with_hold_sampling`]: one uncontended hold in 32 is timed.
+/// [`MeteredMutex::with_hold_sampling`]: one hold in 32 is timed.
 pub const DEFAULT_HOLD_SAMPLING: u32 = 32;
 
 /// Which acquisitions have their hold timed: one in `one_in`, at random. Each thread keeps
@@ -889,21 +892,31 @@ std::thread_local! {
 }
 
 impl Sampler {
-    /// Refills the budget after a timed acquisition.
+    /// Refills the budget after it ran out; returns whether the acquisition that ran it
+    /// out is timed: yes, except a thread's first (its budget started empty: timing it
+    /// would time every thread's first hold, often its longest, and short-lived threads
+    /// would then make most of the sample).
     #[cold]
-    fn refill(&self, left: i64) {
+    fn refill(&self, left: i64) -> bool {
         let mut x = self.rng.get();
-        if x == 0 {
-            // First draw on this thread: seed from the cell's address (distinct per live
-            // thread), never 0 (xorshift's fixed point).
-            x = (self as *const Sampler as usize as u32) | 1;
+        let first = x == 0;
+        if first {
+            // Seed: a per-thread count (threads reuse each other's thread-local
+            // addresses) spread by the golden ratio, mixed with the cell's address;
+            // never 0 (xorshift's fixed point).
+            static THREADS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+            // Relaxed: only distinctness matters, and `fetch_add` gives it.
+            let n = THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            x = (n.wrapping_mul(0x9E37_79B9) ^ (self as *const Sampler as usize as u32)) | 1;
         }
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
         self.rng.set(x);
-        // A gap of 1 to 2^33 units: the draw times two, plus one.
+        // A gap of 3 to 2^33 - 1 units (the draw, never 0, times two, plus one), after the
+        // overdraft: carrying it keeps the long-run rate at exactly one in `one_in`.
         self.budget.set(left + 1 + 2 * i64::from(x));
+        !first
     }
 }
 
@@ -911,9 +924,10 @@ impl Sampling {
     #[track_caller]
     fn one_in(one_in: u32) -> Sampling {
         assert!(
-            one_in >= 1,
-            "hold sampling is one timed hold in `one_in`: give 1 to time every hold, \
-             or more to sample (the default is DEFAULT_HOLD_SAMPLING)"
+            (1..=MAX_HOLD_SAMPLING).contains(&one_in),
+            "hold sampling is one timed hold in `one_in`, got {one_in}: give 1 to time every \
+             hold, or up to MAX_HOLD_SAMPLING (2^24) to sample (the default is \
+             DEFAULT_HOLD_SAMPLING)"
         );
         Sampling {
             one_in,
@@ -936,8 +950,7 @@ impl Sampling {
                     s.budget.set(left);
                     false
                 } else {
-                    s.refill(left);
-                    true
+                    s.refill(left)
                 }
             })
             .unwrap_or(true)
@@ -1031,6 +1044,8 @@ impl Stamp {
 #[cold]
 #[inline(never)]
 fn acquire_contended<G>(who: Who, sampling: Sampling, take: impl FnOnce() -> G) -> (G, Stamp) {
+    // Drawn first: a draw that refills the budget is not counted in the hold.
+    let timed = sampling.draw();
     let t0 = ticks();
     let g = take();
     let acquired = ticks();
@@ -1038,7 +1053,7 @@ fn acquire_contended<G>(who: Who, sampling: Sampling, take: impl FnOnce() -> G) 
         who,
         acquired,
         waited: since(t0, acquired),
-        flags: WAITED | if sampling.draw() { TIMED_HOLD } else { 0 },
+        flags: WAITED | if timed { TIMED_HOLD } else { 0 },
     };
     (g, stamp)
 }
@@ -1104,8 +1119,8 @@ impl<T, const METERED: bool> MeteredSpinLock<T, METERED> {
     /// Counts (TOTAL, NOWAIT, SPIN, RJECT) are always exact, and so are waits (an
     /// acquisition that waits is always timed: the wait costs more than the clock reads).
     /// What sampling saves is the two clock reads around a hold (about 12 ns each on a KVM
-    /// guest of an AMD EPYC, so 25-40 ns per uncontended lock/unlock pair with `1`, a few ns
-    /// with the default). The price: the mean hold, the total and UTIL are estimates (the
+    /// guest of an AMD EPYC; see the README's "Finding lock contention" for the measured
+    /// cost of each setting). The price: the mean hold, the total and UTIL are estimates (the
     /// mean of the timed holds, which are a random sample of all holds, times the
     /// acquisitions), and the hold maximum is the longest hold that was timed, so a single
     /// long hold is seen with probability `1 / one_in` (a kind of hold that recurs is seen).
@@ -1114,12 +1129,13 @@ impl<T, const METERED: bool> MeteredSpinLock<T, METERED> {
     ///
     /// The draw: each thread keeps a budget that every acquisition spends by its lock's
     /// rate, and the acquisition that overdraws it is timed and refills it by a random
-    /// amount; so the sampling does not lock onto a pattern of the program, and a thread's
-    /// first metered acquisition is always timed.
+    /// amount, so the sampling does not lock onto a pattern of the program (a thread's
+    /// first acquisition only fills its budget, so short-lived threads do not put their
+    /// first, often cold, holds in the sample).
     ///
     /// # Panics
     ///
-    /// If `one_in` is 0.
+    /// If `one_in` is 0 or above [`MAX_HOLD_SAMPLING`].
     ///
     /// ```
     /// use flowline::lockmeter::{self, MeteredSpinLock};
@@ -1329,12 +1345,12 @@ impl<T, const METERED: bool> MeteredMutex<T, METERED> {
         }
     }
 
-    /// Times the hold of one uncontended acquisition in `one_in`; `1` times every hold. See
+    /// Times the hold of one acquisition in `one_in`; `1` times every hold. See
     /// [`MeteredSpinLock::with_hold_sampling`] for what is exact and what is estimated.
     ///
     /// # Panics
     ///
-    /// If `one_in` is 0.
+    /// If `one_in` is 0 or above [`MAX_HOLD_SAMPLING`].
     ///
     /// ```
     /// use flowline::lockmeter::{self, MeteredMutex};
@@ -1565,28 +1581,140 @@ mod tests {
         assert!(s.hold_mean_ns() <= s.hold_max_ns as f64 + 1.0);
     }
 
+    /// Short-lived threads: each takes a lock 8 times. A thread's first acquisition only
+    /// fills its sampling budget, so about 7/32 of a hold per thread is timed (about 22 for
+    /// 100 threads); timing every thread's first hold would give at least 100.
+    #[test]
+    fn short_lived_threads_do_not_fill_the_sample_with_first_holds() {
+        let threads: u64 = if cfg!(miri) { 12 } else { 100 };
+        let l = MeteredSpinLock::<u64>::named("unit-short-threads", 0);
+        for _ in 0..threads {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..8 {
+                        *l.lock() += 1;
+                    }
+                });
+            });
+        }
+        let s = site("unit-short-threads");
+        assert_eq!(s.total, threads * 8);
+        // Expected 7/32 per thread; the bound is that plus five standard deviations.
+        let expected = threads as f64 * 7.0 / 32.0;
+        assert!(
+            (s.holds_timed as f64) < expected + 5.0 * expected.sqrt(),
+            "{} holds timed of {} threads' 8 each",
+            s.holds_timed,
+            threads
+        );
+    }
+
+    /// More threads on one site than it has shards: the rest count on the shared
+    /// overflow counters, and the figures stay exact.
+    #[test]
+    fn threads_beyond_the_shards_count_exactly() {
+        let threads = SHARDS + 6;
+        let l = MeteredMutex::<u64>::named("unit-overflow", 0).with_hold_sampling(1);
+        let all_in = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    *l.lock().unwrap() += 1;
+                    // Every thread keeps its shard until it exits: wait for all.
+                    all_in.wait();
+                    for _ in 0..4 {
+                        *l.lock().unwrap() += 1;
+                    }
+                });
+            }
+        });
+        let s = site("unit-overflow");
+        let n = threads as u64 * 5;
+        assert_eq!((s.total, s.holds_timed, s.rejected), (n, n, 0));
+        assert_eq!(s.nowait + s.contended, n);
+    }
+
+    /// One thread cycling through more sites than its inline cache holds: every site
+    /// keeps its own exact count.
+    #[test]
+    fn many_sites_on_one_thread_count_exactly() {
+        let names = ["unit-many-a", "unit-many-b", "unit-many-c", "unit-many-d"];
+        let locks = names.map(|n| MeteredSpinLock::<u32>::named(n, 0));
+        let unnamed = MeteredSpinLock::<u32>::new(0);
+        std::thread::spawn(move || {
+            for round in 0..10 {
+                for (i, l) in locks.iter().enumerate() {
+                    for _ in 0..=i {
+                        *l.lock() += 1;
+                    }
+                }
+                if round % 2 == 0 {
+                    *unnamed.lock() += 1;
+                }
+            }
+        })
+        .join()
+        .unwrap();
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(site(n).total, 10 * (i as u64 + 1), "{n}");
+        }
+    }
+
+    /// A lock taken from a thread-local's destructor, when this thread's lockmeter cache
+    /// may already be gone: still counted.
+    #[test]
+    fn locks_taken_while_thread_locals_are_destroyed_are_counted() {
+        static LOCK: OnceLock<MeteredSpinLock<u32>> = OnceLock::new();
+        struct TakesTheLockOnDrop;
+        impl Drop for TakesTheLockOnDrop {
+            fn drop(&mut self) {
+                let l = LOCK.get_or_init(|| MeteredSpinLock::named("unit-tls-teardown", 0));
+                *l.lock() += 1;
+            }
+        }
+        std::thread_local! {
+            static GUARD: std::cell::RefCell<Option<TakesTheLockOnDrop>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        std::thread::spawn(|| {
+            let l = LOCK.get_or_init(|| MeteredSpinLock::named("unit-tls-teardown", 0));
+            *l.lock() += 1; // this thread's cache now exists
+            GUARD.with(|g| *g.borrow_mut() = Some(TakesTheLockOnDrop));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(site("unit-tls-teardown").total, 2);
+    }
+
+    #[test]
+    fn untimed_sites_show_no_hold_figures() {
+        let s = SiteStats {
+            name: "x".into(),
+            total: 3,
+            nowait: 3,
+            ..Default::default()
+        };
+        assert!(format_table(&[s]).lines().nth(1).unwrap().contains("  -("));
+    }
+
     #[test]
     fn estimated_total_is_the_timed_mean_times_the_acquisitions() {
-        assert_eq!(estimate(100, 4, 40, 5000), 1000);
-        assert_eq!(estimate(100, 40, 40, 50), 100, "every hold timed: exact");
-        assert_eq!(estimate(0, 0, 40, 5000), 0, "nothing timed yet");
-        assert_eq!(
-            estimate(100, 4, 40, 500),
-            500,
-            "no more than the site's lifetime"
-        );
-        assert_eq!(
-            estimate(800, 4, 40, 500),
-            800,
-            "unless the timed holds say so"
-        );
-        assert_eq!(estimate(u64::MAX, 1, 2, u64::MAX), u64::MAX, "saturates");
+        assert_eq!(estimate(100, 4, 40), 1000);
+        assert_eq!(estimate(100, 40, 40), 100, "every hold timed: exact");
+        assert_eq!(estimate(0, 0, 40), 0, "nothing timed yet");
+        assert_eq!(estimate(u64::MAX, 1, 2), u64::MAX, "saturates");
     }
 
     #[test]
     #[should_panic(expected = "give 1 to time every hold")]
     fn zero_hold_sampling_is_refused_with_a_message() {
         let _ = MeteredSpinLock::<u8>::new(0).with_hold_sampling(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "up to MAX_HOLD_SAMPLING")]
+    fn absurd_hold_sampling_is_refused_with_a_message() {
+        let _ = MeteredMutex::<u8>::new(0).with_hold_sampling(MAX_HOLD_SAMPLING + 1);
     }
 
     #[test]
