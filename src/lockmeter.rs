@@ -34,9 +34,8 @@
 //! always timed; holds are timed for one acquisition in [`DEFAULT_HOLD_SAMPLING`] (32) by
 //! default, chosen at random, because two clock reads per hold cost more than the lock:
 //! an uncontended metered lock/unlock pair then costs one shard update and a sampling
-//! test: on this project's test machine (a KVM guest of an AMD EPYC) 8-11 ns more than
-//! the bare spinlock and about 22 ns more than the bare std mutex, against 34-60 ns more
-//! when every hold is timed
+//! test: on this project's test machine (a KVM guest of an AMD EPYC) 5-10 ns more than
+//! the bare lock (spinlock or std mutex), against 25-40 ns more when every hold is timed
 //! ([`MeteredSpinLock::with_hold_sampling`]`(1)`: exact hold figures). Timestamps are the
 //! TSC on x86_64 (`core::arch::x86_64::_rdtsc`, about 12 ns a read there, converted to ns
 //! with a rate calibrated once against `Instant`), `Instant` elsewhere and under Miri; a
@@ -1160,7 +1159,7 @@ impl<T, const METERED: bool> MeteredSpinLock<T, METERED> {
     /// l.lock().push(1);
     /// ```
     #[track_caller]
-    #[inline]
+    #[inline(always)]
     pub fn lock(&self) -> MeteredSpinGuard<'_, T, METERED> {
         if !METERED {
             return MeteredSpinGuard {
@@ -1274,7 +1273,7 @@ impl<G: DerefMut, const METERED: bool> DerefMut for MeteredGuard<G, METERED> {
 }
 
 impl<G, const METERED: bool> Drop for MeteredGuard<G, METERED> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         let end = match &self.stamp {
             Some(s) if METERED && s.timed() => ticks(),
@@ -1381,7 +1380,7 @@ impl<T, const METERED: bool> MeteredMutex<T, METERED> {
     /// m.lock().unwrap().push(1);
     /// ```
     #[track_caller]
-    #[inline]
+    #[inline(always)]
     pub fn lock(&self) -> LockResult<MeteredMutexGuard<'_, T, METERED>> {
         if !METERED {
             return wrap(self.mutex.lock(), None);

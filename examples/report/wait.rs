@@ -10,6 +10,10 @@
 //!   spin-then-yield for contrast; target at most 1% for park.
 //! - `wait_flush_idle_cpu`: the same for `Distributor::flush` waiting on a worker that holds
 //!   its one packet for the whole span (the flushing thread's CPU time, % of one CPU).
+//! - `wait_flush_handback`: a flush napping on a worker that holds one packet; after 20 ms
+//!   the worker reschedules it (a hand-back on the control ring), receives it again and
+//!   completes it; the time from the reschedule to the flush's return (two wake-ups and a
+//!   routing), p50 and p90 over the rounds.
 
 use std::hint::spin_loop;
 use std::time::{Duration, Instant};
@@ -172,6 +176,56 @@ fn flush_idle_cpu(span: Duration) -> f64 {
     pct
 }
 
+/// p50 and p90, in us, of the time from a worker's reschedule to the return of a flush that
+/// was napping, over `rounds` rounds.
+fn flush_handback(rounds: usize) -> Vec<f64> {
+    use flowline::distributor::{self, Config};
+    use std::sync::mpsc::sync_channel;
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 8,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    let mut w = ws.pop().unwrap();
+    let (stamp_tx, stamp_rx) = sync_channel::<Instant>(1);
+    let (mut lat, _w) = pair(
+        move || {
+            let mut lat = Vec::with_capacity(rounds);
+            let mut out = Vec::new();
+            for _ in 0..rounds {
+                d.distribute(&mut vec![7]).unwrap();
+                d.flush(&mut out, FOREVER).unwrap();
+                let end = Instant::now();
+                let t0 = stamp_rx.recv().unwrap();
+                lat.push(end.duration_since(t0).as_secs_f64() * 1e6);
+                assert_eq!(std::mem::take(&mut out), [7]);
+            }
+            lat
+        },
+        move || {
+            let mut got = Vec::new();
+            for _ in 0..rounds {
+                w.recv_burst_wait(&mut got, 8, FOREVER).unwrap();
+                // Long past the flush's spinning: it naps by now.
+                std::thread::sleep(Duration::from_millis(20));
+                stamp_tx.send(Instant::now()).unwrap();
+                w.reschedule(got.pop().unwrap())
+                    .map_err(|_| "reschedule")
+                    .unwrap();
+                w.recv_burst_wait(&mut got, 8, FOREVER).unwrap();
+                w.done_burst(&mut got).unwrap();
+            }
+            w // kept until the flushes are over: a dropped worker is a leave
+        },
+    );
+    lat.sort_by(f64::total_cmp);
+    let at = |q: f64| lat[((lat.len() - 1) as f64 * q).round() as usize];
+    vec![at(0.5), at(0.9)]
+}
+
 pub fn run(r: &mut Report) {
     let thr = [Metric {
         suffix: "",
@@ -326,6 +380,24 @@ pub fn run(r: &mut Report) {
             higher_is_better: false,
         }],
         vec![("flowline", Box::new(move || vec![flush_idle_cpu(span)]))],
+        &[],
+    );
+    let rounds = if r.quick { 3 } else { 40 };
+    r.scenario(
+        "wait_flush_handback",
+        &[
+            Metric {
+                suffix: "_p50",
+                unit: "us",
+                higher_is_better: false,
+            },
+            Metric {
+                suffix: "_p90",
+                unit: "us",
+                higher_is_better: false,
+            },
+        ],
+        vec![("flowline", Box::new(move || flush_handback(rounds)))],
         &[],
     );
 }

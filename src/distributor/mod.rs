@@ -101,6 +101,8 @@ use std::time::{Duration, Instant};
 use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
 use crate::fifo::{spsc, CapacityError, Wait};
 use crate::sync::Backoff;
+use crate::wait::Sleepers;
+use crossbeam_utils::CachePadded;
 
 use flows::{Flow, FlowTable, TagHasher};
 use worker::{Control, Parked, Ret};
@@ -329,7 +331,7 @@ impl std::error::Error for JoinError {}
 struct Lane<T> {
     tx: spsc::Producer<T, Wait>,
     /// Processed packets from the worker.
-    done_rx: spsc::Consumer<T, Wait>,
+    done_rx: spsc::Consumer<T>,
     /// Drops, reschedules and the leave message from the worker.
     rx: spsc::Consumer<Ret<T>>,
     /// The worker's ring ends while it is away.
@@ -435,6 +437,9 @@ pub struct Distributor<T, F> {
     worker_stats: Arc<CounterGroup<5>>,
     /// Whether hand-backs are checked against the tag sent at their position.
     check_order: bool,
+    /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
+    /// each hand-back (done, drop, reschedule, leave).
+    wake: Arc<CachePadded<Sleepers>>,
 }
 
 /// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
@@ -464,12 +469,13 @@ where
         return Err(ConfigError::BadCredit(config.credit));
     }
     let worker_stats = Arc::new(CounterGroup::new(WORKER_STATS, config.workers));
+    let wake = Arc::new(CachePadded::new(Sleepers::new()));
     let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
         let (tx, wrx) = spsc::waitable(config.credit).map_err(ConfigError::AllocFailed)?;
-        let (wdone, done_rx) = spsc::waitable(config.credit).map_err(ConfigError::AllocFailed)?;
+        let (wdone, done_rx) = spsc::channel(config.credit).map_err(ConfigError::AllocFailed)?;
         // One more slot than the credit for the leave marker.
         let (wret, rx) = spsc::channel(config.credit + 1).map_err(ConfigError::AllocFailed)?;
         let tag_slots = config.credit.next_power_of_two();
@@ -490,6 +496,7 @@ where
                 rx: wrx,
                 done: wdone,
                 ret: wret,
+                wake: Arc::clone(&wake),
             }),
             held: 0,
             handed: 0,
@@ -528,6 +535,7 @@ where
         stats_group,
         worker_stats,
         check_order: true,
+        wake,
     };
     Ok((dist, workers))
 }
@@ -908,15 +916,16 @@ where
     ///
     /// Spins with backoff first, and again after every round that made progress (a packet
     /// came back, was routed or was handed back); once the backoff is spent without
-    /// progress it sleeps on the completion ring of a worker that holds packets, woken by
-    /// that worker's next completion or at the end of a nap: 1 ms, doubling while nothing
-    /// happens, at most 8 ms. Other workers' completions, hand-backs for rescheduling and
-    /// leaves (which arrive on another ring) are seen at the end of a nap at the latest.
-    /// So a flush that waits for a slow worker costs about 1% of a core (measured), and a
-    /// hand-back while the workers are otherwise idle waits up to 8 ms. Each nap that
-    /// really sleeps runs the heavy barrier of [`crate::wait`] (on Linux a membarrier
-    /// call, which interrupts every CPU running a thread of this process, busy workers
-    /// included): at most about 1000 times a second, fewer as the naps grow.
+    /// progress it sleeps until any worker hands something back (every worker notifies the
+    /// flush after each completion, drop, reschedule or leave, including the implicit leave
+    /// of a dropped handle) or a nap ends: 1 ms, doubling while nothing happens, at most
+    /// 8 ms (the nap's end only makes it look again). So a flush that waits for a slow
+    /// worker costs about 1% of a core, and a hand-back while the workers are otherwise
+    /// idle is routed after about one wake-up (measured: `wait_flush_handback` in the
+    /// report). Each nap that really sleeps runs the heavy barrier of [`crate::wait`] (on
+    /// Linux a membarrier call, which interrupts every CPU running a thread of this
+    /// process, busy workers included): at most about 1000 times a second, fewer as the
+    /// naps grow.
     ///
     /// A `timeout` too large to add to the current time (such as `Duration::MAX`) means no
     /// deadline: the flush then returns only when
@@ -985,10 +994,18 @@ where
             }
             let nap = deadline.map_or(slice, |d| (d - now).min(slice));
             slice = (slice * 2).min(MAX_SLICE);
-            if let Some(lane) = self.lanes.iter_mut().find(|l| l.outstanding() > 0) {
-                // Woken by the worker's next completion; a timeout or a worker gone
-                // (its handle dropped) only ends the nap: the loop above decides.
-                let _ = lane.done_rx.wait_for_items(nap);
+            if self.lanes.iter().any(|l| l.outstanding() > 0) {
+                // Woken by any worker's next hand-back (a completion, a drop, a
+                // reschedule, a leave, also the implicit one of a dropped handle): every
+                // worker notifies `wake` after each. What the rings held after this
+                // round's `collect` is the baseline: hand-backs that cannot be read yet
+                // (they wait for an earlier position on the other ring) do not count as
+                // news. The nap's end (its timeout) only ends the nap: the loop decides.
+                let lanes = &self.lanes;
+                let unread =
+                    || -> usize { lanes.iter().map(|l| l.done_rx.len() + l.rx.len()).sum() };
+                let seen = unread();
+                self.wake.sleep_until(|| unread() != seen, Some(now + nap));
             } else {
                 // Nothing is held, only the backlog is left: the next round routes it.
                 std::thread::yield_now();

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::counter::GroupHandle;
 use crate::fifo::{spsc, Wait};
-use crate::wait::{WaitError, WaitStrategy};
+use crate::wait::{Sleepers, WaitError, WaitStrategy};
+use crossbeam_utils::CachePadded;
 
 /// What a worker hands back on its control ring, in the order it happens (processed
 /// packets go on a separate ring of bare `T`s, half the lines of this enum). Every entry
@@ -45,8 +46,12 @@ impl<T> Ret<T> {
 /// Ring ends a worker leaves behind for the distributor (and the next worker to join).
 pub(crate) struct Parked<T> {
     pub(crate) rx: spsc::Consumer<T, Wait>,
-    pub(crate) done: spsc::Producer<T, Wait>,
+    pub(crate) done: spsc::Producer<T>,
     pub(crate) ret: spsc::Producer<Ret<T>>,
+    /// A sleeping `flush` (shared by every worker of the distributor): notified after each
+    /// hand-back on either ring. While nobody sleeps, a notification is one load of a line
+    /// nobody writes.
+    pub(crate) wake: Arc<CachePadded<Sleepers>>,
 }
 
 /// Per-worker state shared with the distributor on the cold path only (leave / join).
@@ -277,6 +282,7 @@ impl<T> Worker<T> {
             drop(r);
             unreachable!("return ring sized to the worker's credit cannot be full");
         }
+        self.ends.wake.notify();
     }
 
     /// Hands back a processed packet (completes the oldest packet held).
@@ -307,6 +313,7 @@ impl<T> Worker<T> {
         if self.ends.done.push(pkt).is_err() {
             unreachable!("done ring sized to the worker's credit cannot be full");
         }
+        self.ends.wake.notify();
         self.held -= 1;
         self.handed += 1;
         self.stats.add(RETURNED, 1);
@@ -342,6 +349,7 @@ impl<T> Worker<T> {
         self.held -= n;
         self.handed += n as u64;
         if n > 0 {
+            self.ends.wake.notify();
             self.stats.add(RETURNED, n as u64);
         }
         if pkts.is_empty() {
