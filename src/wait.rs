@@ -7,7 +7,9 @@
 //! and [`mpsc::waitable`](crate::fifo::mpsc::waitable) give ends of
 //! [`WaitMode`](crate::fifo::WaitMode) [`Wait`](crate::fifo::Wait), which have the blocking
 //! operations; `channel` gives [`NoWait`](crate::fifo::NoWait) ends, whose publications
-//! compile the check below out entirely (the mode is a type parameter).
+//! compile the check below out entirely (the mode is a type parameter). The distributor
+//! uses the same check once more: its workers' hand-backs notify one sleeper slot of the
+//! distributor's own, where a sleeping `flush` waits.
 //!
 //! Each direction of a waitable ring (items for the consumer, room for the producer) has a
 //! sleeper count on a line that is written only when a thread goes to sleep or wakes. After
@@ -308,7 +310,8 @@ fn can_sleep() -> bool {
 }
 
 /// Threads sleeping until one direction of a ring makes progress (items to take, or
-/// room to fill), and the means to wake them.
+/// room to fill), or until a distributor's workers hand something back (the slot a
+/// sleeping `flush` waits on), and the means to wake them.
 #[derive(Debug)]
 pub(crate) struct Sleepers {
     /// Threads announced as sleeping. Written only by sleepers; read by every publication
@@ -325,6 +328,12 @@ impl Sleepers {
             lock: Mutex::new(()),
             cv: Condvar::new(),
         }
+    }
+
+    /// Whether a thread is announced as sleeping (a snapshot, for tests).
+    pub(crate) fn has_sleepers(&self) -> bool {
+        // Relaxed: a diagnostic read.
+        self.waiting.load(Ordering::Relaxed) != 0
     }
 
     /// The publisher's check, right after it stored its index: wakes the sleepers, if any.

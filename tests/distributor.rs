@@ -609,12 +609,58 @@ fn sleeping_flush_sees_slow_completions_and_hand_backs() {
     assert_eq!(out, [1, 2, 3, 4, 5, 6, 7, 1000]);
 }
 
+/// Waits (yielding, at most 30 s) until a flush of `w`'s distributor has announced that
+/// it sleeps, then 20 ms more, so that it is past its re-check and blocked (a hand-back
+/// during the re-check would be seen without any wake-up).
+fn until_the_flush_sleeps<T>(w: &flowline::distributor::Worker<T>) {
+    let t = std::time::Instant::now();
+    while !w.flush_is_asleep() {
+        assert!(t.elapsed() < WAIT, "the flush never went to sleep");
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+#[test]
+fn hand_backs_wake_a_sleeping_flush() {
+    // Naps of an hour: the flush can only finish within its 30 s if the worker's
+    // hand-backs wake it, a reschedule (control ring) and then a completion, each posted
+    // while it sleeps. A lost wake-up shows as a timeout, not as a slow test.
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 8,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    d.set_flush_naps(Duration::from_secs(3600), Duration::from_secs(3600));
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut vec![7]).unwrap();
+    let t = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        w.recv_burst_wait(&mut got, 8, WAIT).unwrap();
+        until_the_flush_sleeps(&w);
+        w.reschedule(got.pop().unwrap())
+            .map_err(|_| "reschedule")
+            .unwrap();
+        w.recv_burst_wait(&mut got, 8, WAIT).unwrap();
+        until_the_flush_sleeps(&w);
+        w.done_burst(&mut got).unwrap();
+        w
+    });
+    let mut out = Vec::new();
+    d.flush(&mut out, WAIT).unwrap();
+    let _w = t.join().unwrap();
+    assert_eq!(out, [7]);
+}
+
 #[test]
 fn flush_follows_a_reschedule_chain_across_two_workers() {
     // Packets 0..4 on flows 0..4; each worker reschedules every packet it gets to the next
     // flow (tag + 1) until its tag reaches 40, then completes it. A flush started right
-    // away must route every hand-back (they arrive on the control rings, which do not
-    // wake a napping flush) and return all four, exactly once.
+    // away must route every hand-back (they arrive on the control rings) and return all
+    // four, exactly once.
     let (mut d, ws) = distributor::new(
         Config {
             workers: 2,

@@ -440,6 +440,8 @@ pub struct Distributor<T, F> {
     /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
     /// each hand-back (done, drop, reschedule, leave).
     wake: Arc<CachePadded<Sleepers>>,
+    /// The flush's first and longest nap.
+    naps: (Duration, Duration),
 }
 
 /// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
@@ -470,6 +472,9 @@ where
     }
     let worker_stats = Arc::new(CounterGroup::new(WORKER_STATS, config.workers));
     let wake = Arc::new(CachePadded::new(Sleepers::new()));
+    // The flush's sleeper protocol needs the barriers set up before any worker can notify
+    // (the waitable packet rings below would do it too; this does not rely on them).
+    crate::wait::register();
     let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);
@@ -536,6 +541,7 @@ where
         worker_stats,
         check_order: true,
         wake,
+        naps: (Duration::from_millis(1), Duration::from_millis(8)),
     };
     Ok((dist, workers))
 }
@@ -924,8 +930,9 @@ where
     /// idle is routed after about one wake-up (measured: `wait_flush_handback` in the
     /// report). Each nap that really sleeps runs the heavy barrier of [`crate::wait`] (on
     /// Linux a membarrier call, which interrupts every CPU running a thread of this
-    /// process, busy workers included): at most about 1000 times a second, fewer as the
-    /// naps grow.
+    /// process, busy workers included): about 1000 times a second at most while nothing
+    /// comes back, fewer as the naps grow, and once per wake-up while hand-backs trickle
+    /// in slower than the backoff spins.
     ///
     /// A `timeout` too large to add to the current time (such as `Duration::MAX`) means no
     /// deadline: the flush then returns only when
@@ -952,10 +959,12 @@ where
     /// assert_eq!(d.flush(&mut out, Duration::from_millis(1)), Err(FlushError::Timeout { in_flight: 1 }));
     /// ```
     pub fn flush(&mut self, out: &mut Vec<T>, timeout: Duration) -> Result<(), FlushError<T>> {
-        /// The first and the longest sleep between two looks at all workers.
-        const FIRST_SLICE: Duration = Duration::from_millis(1);
-        const MAX_SLICE: Duration = Duration::from_millis(8);
-        let mut slice = FIRST_SLICE;
+        // The first and the longest nap between two looks at all workers (1 ms and 8 ms,
+        // unless a test set them).
+        let (first_slice, max_slice) = self.naps;
+        let mut slice = first_slice;
+        // Whether any unread hand-back ends the next nap (else only new ones do: see below).
+        let mut eager = true;
         // What a round changes when it makes progress: packets in flight, packets sent,
         // hand-backs read (completions, drops, reschedules, leave markers).
         let mut last = (usize::MAX, 0u64, 0u64);
@@ -981,8 +990,9 @@ where
                 // Progress (a reschedule chain makes progress without changing
                 // `in_flight`): spin again before any nap, and nap briefly.
                 last = now_seen;
-                slice = FIRST_SLICE;
+                slice = first_slice;
                 backoff = Backoff::new();
+                eager = true;
             }
             if !backoff.is_completed() {
                 backoff.snooze();
@@ -993,19 +1003,24 @@ where
                 return Err(FlushError::Timeout { in_flight });
             }
             let nap = deadline.map_or(slice, |d| (d - now).min(slice));
-            slice = (slice * 2).min(MAX_SLICE);
+            slice = (slice.saturating_mul(2)).min(max_slice);
             if self.lanes.iter().any(|l| l.outstanding() > 0) {
                 // Woken by any worker's next hand-back (a completion, a drop, a
                 // reschedule, a leave, also the implicit one of a dropped handle): every
-                // worker notifies `wake` after each. What the rings held after this
-                // round's `collect` is the baseline: hand-backs that cannot be read yet
-                // (they wait for an earlier position on the other ring) do not count as
-                // news. The nap's end (its timeout) only ends the nap: the loop decides.
+                // worker notifies `wake` after each. A hand-back still unread now was
+                // published after this round read the rings (a round reads everything
+                // visible: a control entry is posted after the completions before it), so
+                // it ends the nap at once and the next round takes it. Should a round
+                // after such a nap make no progress, the next nap waits for news instead
+                // (a change of the unread count), so a flush cannot spin on entries it
+                // cannot use. The nap's end (its timeout) only ends the nap: the loop
+                // decides.
                 let lanes = &self.lanes;
                 let unread =
                     || -> usize { lanes.iter().map(|l| l.done_rx.len() + l.rx.len()).sum() };
-                let seen = unread();
-                self.wake.sleep_until(|| unread() != seen, Some(now + nap));
+                let base = if eager { 0 } else { unread() };
+                eager = false;
+                self.wake.sleep_until(|| unread() != base, Some(now + nap));
             } else {
                 // Nothing is held, only the backlog is left: the next round routes it.
                 std::thread::yield_now();
@@ -1063,6 +1078,14 @@ where
             control: Arc::clone(&lane.control),
             stats: self.worker_stats.handle(),
         })
+    }
+
+    /// **Testing only:** sets the flush's first and longest nap (1 ms and 8 ms by
+    /// default), so a test can make a lost wake-up show as a flush that times out. Hidden
+    /// from the docs and outside any semver promise.
+    #[doc(hidden)]
+    pub fn set_flush_naps(&mut self, first: Duration, longest: Duration) {
+        self.naps = (first, longest.max(first));
     }
 
     /// Turns the hand-back order check (see [`distribute`](Self::distribute)'s panics) on

@@ -262,6 +262,14 @@ impl<T> Worker<T> {
         Ok(n)
     }
 
+    /// **Testing only:** whether a `flush` of this worker's distributor is asleep now,
+    /// waiting for a hand-back (so a test can hand one back exactly then). Hidden from the
+    /// docs and outside any semver promise.
+    #[doc(hidden)]
+    pub fn flush_is_asleep(&self) -> bool {
+        self.ends.wake.has_sleepers()
+    }
+
     /// Sets how [`recv_burst_wait`](Self::recv_burst_wait) waits.
     ///
     /// ```
@@ -278,11 +286,17 @@ impl<T> Worker<T> {
     /// distributor lets this worker hold (its credit; entries not yet read count as held
     /// by the distributor), plus one for the leave marker, so it is never full here.
     fn post(&mut self, r: Ret<T>) {
+        self.post_quietly(r);
+        self.ends.wake.notify();
+    }
+
+    /// [`post`](Self::post) without waking a sleeping flush: for the entries of a leave,
+    /// whose marker (posted last, by `Drop`) wakes it once.
+    fn post_quietly(&mut self, r: Ret<T>) {
         if let Err(r) = self.ends.ret.push(r) {
             drop(r);
             unreachable!("return ring sized to the worker's credit cannot be full");
         }
-        self.ends.wake.notify();
     }
 
     /// Hands back a processed packet (completes the oldest packet held).
@@ -456,7 +470,7 @@ impl<T> Worker<T> {
                 surplus.push(pkt);
                 continue;
             }
-            self.post(Ret::Unprocessed {
+            self.post_quietly(Ret::Unprocessed {
                 at: self.handed,
                 pkt,
             });
@@ -464,7 +478,7 @@ impl<T> Worker<T> {
             self.handed += 1;
         }
         while self.held > 0 {
-            self.post(Ret::Dropped { at: self.handed });
+            self.post_quietly(Ret::Dropped { at: self.handed });
             self.held -= 1;
             self.handed += 1;
             self.stats.add(DROPPED, 1);
@@ -488,7 +502,7 @@ impl<T> Drop for Worker<T> {
     fn drop(&mut self) {
         if self.held > 0 {
             let n = self.held as u64;
-            self.post(Ret::Lost { at: self.handed, n });
+            self.post_quietly(Ret::Lost { at: self.handed, n });
             self.handed += n;
             self.held = 0;
             self.stats.add(LOST, n);
