@@ -1,7 +1,8 @@
 //! Index wrap: both rings started just below the wrap point of their counters (`usize` for
 //! SPSC, `u64` for MPSC) through the test-only `with_start_index` constructors, and the
 //! MPSC ring driven through more than 2^32 indices (a whole 32-bit wrap) by dropped empty
-//! chunks while a cloned producer stays idle.
+//! chunks while a cloned producer stays idle; the index-free `niche` ring on this target's
+//! pointer width.
 //!
 //! CI runs this file natively and under Miri for `i686-unknown-linux-gnu` (32-bit `usize`).
 //! Regression tests for issue 9, items 2 to 4.
@@ -239,4 +240,42 @@ fn waiting_operations_across_the_wrap() {
     drive!(tx, rx);
     let (tx, rx) = mpsc::build::<u64, Wait>(4, u64::MAX - 5).unwrap();
     drive!(tx, rx);
+}
+
+/// The index-free ring on this target's pointer width: positions are private and only
+/// masked (the unit test `positions_wrap_past_usize_max` starts them below the wrap), so
+/// here the 32-bit build itself is checked: the widest non-zero integer of the target and
+/// owned pointers round-trip through slots of one pointer each, over many laps of a ring
+/// smaller and one larger than a cache line of slots, leftovers dropped once.
+#[test]
+fn niche_ring_on_this_pointer_width() {
+    use flowline::fifo::niche;
+    use std::num::NonZeroUsize;
+    for cap in [2usize, 64] {
+        let (mut tx, mut rx) = niche::channel::<NonZeroUsize>(cap).unwrap();
+        for lap in 0..5usize {
+            let vals: Vec<NonZeroUsize> = (0..cap)
+                .map(|i| NonZeroUsize::new(usize::MAX - lap - i).unwrap())
+                .collect();
+            assert!(tx.push_bulk(&vals));
+            assert!(tx.is_full());
+            let mut out = vec![NonZeroUsize::MIN; cap];
+            assert!(rx.pop_bulk(&mut out));
+            assert_eq!(out, vals);
+        }
+        let drops = std::rc::Rc::new(std::cell::Cell::new(0));
+        let (mut tx, mut rx) = niche::channel::<Box<Token>>(cap).unwrap();
+        let total = 3 * cap as u64 + 1;
+        let mut expect = 0;
+        for i in 0..total {
+            tx.push(Box::new(Token(i, drops.clone()))).unwrap();
+            if tx.is_full() {
+                assert_eq!(rx.pop().map(|t| t.0), Some(expect));
+                expect += 1;
+            }
+        }
+        assert_eq!(drops.get(), expect);
+        drop((tx, rx));
+        assert_eq!(drops.get(), total, "the leftovers dropped once");
+    }
 }

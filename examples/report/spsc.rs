@@ -11,10 +11,14 @@
 //! is the streaming bound of the two cores: a 64 Ki-item buffer moved in 4 KiB chunks, one
 //! index store per chunk each way, as DPDK's `raw_xfer_chunk4k_ring64k`.
 //! `spsc_pingpong` is the one-item round trip over two rings (lower is better).
+//! `flowline_niche` is the index-free ring (`fifo::niche`, `NonZeroU64` items: item `v`
+//! travels as `v + 1`) in the same scenarios, single `push`/`pop` at burst 1 and its
+//! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
 
 use std::collections::VecDeque;
 use std::hint::spin_loop;
 use std::mem::MaybeUninit;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -190,6 +194,48 @@ pub fn single<P: Send, C: Send>(
 pub fn flowline_single(n: u64, placement: Placement) -> f64 {
     let (tx, rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
     single(n, tx, rx, placement, |t, v| t.push(v).is_ok(), |r| r.pop())
+}
+
+/// Item `v` as the non-zero value the index-free ring carries, and back.
+fn nz(v: u64) -> NonZeroU64 {
+    NonZeroU64::MIN.saturating_add(v)
+}
+
+pub fn niche_single(n: u64, placement: Placement) -> f64 {
+    let (tx, rx) = flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
+    single(
+        n,
+        tx,
+        rx,
+        placement,
+        |t, v| t.push(nz(v)).is_ok(),
+        |r| r.pop().map(|v| v.get() - 1),
+    )
+}
+
+/// The index-free ring at bursts of 8 and 32: its burst forms (one slot read decides a
+/// whole burst that fits), with the items converted to and from their non-zero form.
+pub fn niche(n: u64, burst: usize) -> f64 {
+    let (mut tx, mut rx) = flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
+    measure(
+        n,
+        burst,
+        move |b| {
+            let mut items = [NonZeroU64::MIN; 32];
+            for (d, &v) in items.iter_mut().zip(b) {
+                *d = nz(v);
+            }
+            tx.push_burst(&items[..b.len()])
+        },
+        move |out| {
+            let mut items = [NonZeroU64::MIN; 32];
+            let k = rx.pop_burst(&mut items[..out.len()]);
+            for (o, v) in out.iter_mut().zip(&items[..k]) {
+                *o = v.get() - 1;
+            }
+            k
+        },
+    )
 }
 
 pub fn rtrb_single(n: u64, placement: Placement) -> f64 {
@@ -474,11 +520,20 @@ pub fn run(r: &mut Report) {
                     "rtrb_boxed",
                     Box::new(move || vec![rtrb_single(n, Placement::Boxed)]),
                 ),
+                (
+                    "flowline_niche_stack",
+                    Box::new(move || vec![niche_single(n, Placement::Stack)]),
+                ),
+                (
+                    "flowline_niche_boxed",
+                    Box::new(move || vec![niche_single(n, Placement::Boxed)]),
+                ),
             ]
         } else {
             vec![
                 ("flowline", Box::new(move || vec![flowline(n, burst)])),
                 ("rtrb", Box::new(move || vec![rtrb(n, burst)])),
+                ("flowline_niche", Box::new(move || vec![niche(n, burst)])),
             ]
         };
         impls.push(("crossbeam", Box::new(move || vec![crossbeam(n, burst)])));
@@ -488,7 +543,10 @@ pub fn run(r: &mut Report) {
             vec![
                 ("flowline_stack", "rtrb_stack"),
                 ("flowline_boxed", "rtrb_boxed"),
+                ("flowline_niche_stack", "rtrb_stack"),
+                ("flowline_niche_boxed", "rtrb_boxed"),
                 ("flowline_stack", "flowline_boxed"),
+                ("flowline_niche_stack", "flowline_niche_boxed"),
                 ("flowline_stack", "crossbeam"),
                 ("flowline_stack", "std"),
                 ("flowline_stack", "mutex"),
@@ -496,6 +554,7 @@ pub fn run(r: &mut Report) {
         } else {
             vec![
                 ("flowline", "rtrb"),
+                ("flowline_niche", "rtrb"),
                 ("flowline", "crossbeam"),
                 ("flowline", "std"),
                 ("flowline", "mutex"),
@@ -546,7 +605,21 @@ pub fn run(r: &mut Report) {
                     )]
                 }),
             ),
+            (
+                "flowline_niche",
+                Box::new(move || {
+                    let c = || flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
+                    let ends: Ends<_, _> = (c(), c());
+                    vec![pingpong(
+                        rounds,
+                        ends.0,
+                        ends.1,
+                        |t, v| t.push(nz(v)).is_ok(),
+                        |r| r.pop().map(|v| v.get() - 1),
+                    )]
+                }),
+            ),
         ],
-        &[("flowline", "rtrb")],
+        &[("flowline", "rtrb"), ("flowline_niche", "rtrb")],
     );
 }

@@ -3,8 +3,11 @@
 //! * [`spsc`]: single producer, single consumer.
 //! * [`mpsc`]: many producers (cloned handles), one consumer; a stalled producer blocks
 //!   no other producer.
+//! * [`niche`]: single producer, single consumer, for items that travel as one non-null
+//!   pointer (packet pointers, non-zero handles): no shared index, the slots themselves
+//!   say full or empty (FastForward).
 //!
-//! Shared by the rings: capacity is fixed at creation and rounded up to a power of two
+//! Shared by the index rings (`spsc`, `mpsc`): capacity is fixed at creation and rounded up to a power of two
 //! (every slot usable); the producer's and the consumer's indices live on separate
 //! `CachePadded` lines; each side keeps a private copy of the other side's index and
 //! reloads it only when that copy says full (producer) or empty (consumer), so a burst
@@ -16,6 +19,7 @@ use core::fmt;
 use core::ptr;
 
 pub mod mpsc;
+pub mod niche;
 pub mod spsc;
 
 mod sealed {
