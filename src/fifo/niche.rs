@@ -3,7 +3,9 @@
 //! integers (handles, buffer indices plus one).
 //!
 //! [`channel`] makes a ring and returns its two ends, a [`Producer`] and a [`Consumer`]:
-//! each `Send`, neither `Sync`, as in [`spsc`](super::spsc).
+//! each `Send` when the item type is (so a ring of `NonNull<T>`, which is not `Send`,
+//! crosses threads only inside a wrapper of your own that promises it may), neither
+//! `Sync`, as in [`spsc`](super::spsc).
 //!
 //! # How it differs from `spsc`
 //!
@@ -32,12 +34,22 @@
 //! | burst (as many as fit) | [`push_burst`](Producer::push_burst) (`T: Copy`), [`push_burst_iter`](Producer::push_burst_iter) | [`pop_burst`](Consumer::pop_burst) (`T: Copy`), [`pop_burst_into`](Consumer::pop_burst_into), [`pop_burst_with`](Consumer::pop_burst_with) |
 //! | bulk (all or nothing) | [`push_bulk`](Producer::push_bulk) (`T: Copy`), [`push_bulk_iter`](Producer::push_bulk_iter) | [`pop_bulk`](Consumer::pop_bulk) (`T: Copy`), [`pop_bulk_into`](Consumer::pop_bulk_into) |
 //!
-//! Every item is visible to the consumer as soon as its `push` returns, and every slot is
-//! free for the producer as soon as its `pop` returns: nothing is published lazily, so
-//! nothing needs a flush call. A bulk operation of `n` items reads one slot (the `n`th)
-//! to decide. Items still in the ring when both ends are gone are dropped exactly once.
-//! Positions are private counters that are only ever masked, never compared, so their
-//! wrapping (on 32-bit as on 64-bit) changes nothing.
+//! Every item is visible to the consumer as soon as its `push` (or burst) returns, and
+//! every slot is free for the producer as soon as its `pop` returns: nothing is published
+//! lazily, so nothing needs a flush call. A burst is written as a run whose first slot is
+//! written last, so a consumer polling for the next item sees the whole burst at once
+//! instead of taking its items one by one from lines the producer is still writing (which
+//! would move each line back and forth several times). A bulk push of `n` items reads one
+//! slot (the `n`th) to decide; a bulk pop reads the `n` slots it would take. Items still
+//! in the ring when both ends are gone are dropped exactly once (only the slots between
+//! the ends' final positions are read). Positions are private counters that are only
+//! ever masked, never compared, so their wrapping (on 32-bit as on 64-bit) changes
+//! nothing.
+//!
+//! When to use which: this ring for single items handed over one at a time (the common
+//! case of a pipeline stage passing packet pointers), where it is faster than an index
+//! ring in every placement; [`spsc`](super::spsc) for bursts of plain values, chunks, and
+//! items without a niche (see the README's results for both).
 //!
 //! # Example
 //!
@@ -73,7 +85,7 @@ use core::ptr::{self, NonNull};
 use crossbeam_utils::CachePadded;
 
 use super::CapacityError;
-use crate::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::Arc;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -117,7 +129,9 @@ use alloc::vec::Vec;
 /// same item: ownership moves through the ring, so an owning type must not be duplicated
 /// or leaked by the round trip), and `from_raw` must not panic (a panic there leaks the
 /// item). The ring calls `from_raw` only with a pointer that `into_raw` returned, once per
-/// `into_raw`. `into_raw` may panic: the ring calls it before it changes anything.
+/// `into_raw`. `into_raw` may panic: `push` calls it before it changes anything, and a
+/// burst or bulk push that it interrupts keeps the items it had already moved in the
+/// ring (so a bulk push may then be partly in).
 pub unsafe trait Niche: Sized {
     /// Takes the item apart into one non-null pointer (for an integer, its value as an
     /// address with no provenance).
@@ -252,54 +266,145 @@ unsafe impl<T> Niche for &mut T {
     }
 }
 
-/// Slots per line: a line is one `CachePadded` unit (128 bytes on x86_64, so 16 slots).
-const LINE_SLOTS: usize =
-    core::mem::align_of::<CachePadded<u8>>() / core::mem::size_of::<AtomicPtr<()>>();
-
-/// One cache line of slots, aligned so that no other data shares it.
-type Line = CachePadded<[AtomicPtr<()>; LINE_SLOTS]>;
+/// The line size the slots are aligned to: one `CachePadded` unit (128 bytes on x86_64,
+/// 16 slots). On targets where `CachePadded` is smaller than the hardware line (32-bit ARM:
+/// 32 bytes) the ring's first line may be shared with other data: slower, not wrong.
+const LINE_BYTES: usize = core::mem::align_of::<CachePadded<u8>>();
 
 #[cfg(not(loom))]
-static_assertions::const_assert_eq!(
-    core::mem::size_of::<Line>(),
-    core::mem::align_of::<CachePadded<u8>>()
-);
+static_assertions::const_assert!(LINE_BYTES % core::mem::size_of::<AtomicPtr<()>>() == 0);
+
+/// The slot array: zeroed (null: empty) atomic words, the first on a line boundary.
+///
+/// Allocated with `alloc_zeroed` at the word's own alignment, which the system allocator
+/// serves with `calloc` (fresh pages of a large ring are mapped zero pages, not touched
+/// until used; an over-aligned `alloc_zeroed` would be `malloc` plus a `memset` of every
+/// byte), with one line of slack to start on a line boundary.
+struct SlotArray {
+    /// The first slot.
+    first: NonNull<AtomicPtr<()>>,
+    /// The allocation, freed in `Drop`.
+    #[cfg(not(loom))]
+    alloc: (NonNull<u8>, core::alloc::Layout),
+    /// Under loom the atomics are loom's models, which must be constructed.
+    #[cfg(loom)]
+    _boxed: Box<[AtomicPtr<()>]>,
+}
+
+impl SlotArray {
+    /// `slots` empty slots, or `None` if the allocator refuses.
+    #[cfg(not(loom))]
+    fn new(slots: usize) -> Option<Self> {
+        let word = core::mem::size_of::<AtomicPtr<()>>();
+        let layout =
+            core::alloc::Layout::array::<AtomicPtr<()>>(slots.checked_add(LINE_BYTES / word)?)
+                .ok()?;
+        // SAFETY: the layout's size is not zero (at least a line of slack).
+        let base = NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })?;
+        // A multiple of the word size below LINE_BYTES (the base is word-aligned); an
+        // implementation that cannot say gives usize::MAX, and then the slots start
+        // unaligned (slower, not wrong).
+        let offset = match base.as_ptr().align_offset(LINE_BYTES) {
+            o if o < LINE_BYTES => o,
+            _ => 0,
+        };
+        // SAFETY: `offset` is below the line of slack, so `slots` words from it are in the
+        // allocation; all-zero bytes are valid `AtomicPtr`s (it has the representation
+        // of a raw pointer), and they are null: every slot starts empty.
+        let first = unsafe { NonNull::new_unchecked(base.as_ptr().add(offset)) }.cast();
+        Some(SlotArray {
+            first,
+            alloc: (base, layout),
+        })
+    }
+
+    #[cfg(loom)]
+    fn new(slots: usize) -> Option<Self> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(slots).ok()?;
+        v.extend((0..slots).map(|_| AtomicPtr::new(ptr::null_mut())));
+        let mut boxed = v.into_boxed_slice();
+        let first = NonNull::new(boxed.as_mut_ptr())?;
+        Some(SlotArray {
+            first,
+            _boxed: boxed,
+        })
+    }
+}
+
 #[cfg(not(loom))]
-static_assertions::const_assert!(LINE_SLOTS.is_power_of_two());
+impl Drop for SlotArray {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout and freed only here. `AtomicPtr`
+        // needs no drop; the items the slots held are dropped by `Shared` before.
+        unsafe { alloc::alloc::dealloc(self.alloc.0.as_ptr(), self.alloc.1) };
+    }
+}
+
+// SAFETY: the array is plain atomics reached through a pointer it owns.
+unsafe impl Send for SlotArray {}
+// SAFETY: as above: shared access is only through the atomics.
+unsafe impl Sync for SlotArray {}
+
+/// The slot of position `index` in the array that starts at `first`.
+///
+/// # Safety
+///
+/// `first` is the first slot of a live `SlotArray` of `mask + 1` slots.
+#[inline(always)]
+unsafe fn slot_at<'a>(
+    first: NonNull<AtomicPtr<()>>,
+    mask: usize,
+    index: usize,
+) -> &'a AtomicPtr<()> {
+    // SAFETY: `index & mask` is below the slot count (the caller's guarantee).
+    unsafe { &*first.as_ptr().add(index & mask) }
+}
+
+/// Owns `T` (for drop checking) and is invariant in it (see `Shared::_owns`).
+type Invariant<T> = (T, fn(T) -> T);
 
 /// What both ends share: the slots and the two "gone" flags.
 struct Shared<T: Niche> {
-    lines: Box<[Line]>,
-    /// Slots in use (a power of two, at most `lines.len() * LINE_SLOTS`).
-    slots: usize,
+    slots: SlotArray,
+    /// The slot count (a power of two) less one.
+    mask: usize,
     producer_gone: AtomicBool,
     consumer_gone: AtomicBool,
-    /// The slots own `T`s.
-    _owns: PhantomData<T>,
+    /// The producer's position when it was dropped (its drop happens before the last
+    /// `Arc` drop, which reads it): with `final_head`, the slots that still hold items.
+    final_tail: AtomicUsize,
+    /// The consumer's position when it was dropped.
+    final_head: AtomicUsize,
+    /// The slots own `T`s; `fn(T) -> T` makes the ring invariant in `T`, so that neither
+    /// end can be converted to a shorter lifetime than the other (a `Producer<&'a U>` fed
+    /// to a `Consumer<&'static U>` would turn a short borrow into a `'static` one).
+    _owns: PhantomData<Invariant<T>>,
 }
 
 impl<T: Niche> Drop for Shared<T> {
     fn drop(&mut self) {
-        /// Drops the items of slots `next..end`; on unwind (an item's `Drop` panicked) the
-        /// guard's own drop goes on with the rest.
+        /// Drops the items of positions `next..end`; on unwind (an item's `Drop`
+        /// panicked) the guard's own drop goes on with the rest.
         struct Rest<'a, T: Niche> {
-            lines: &'a [Line],
+            slots: &'a SlotArray,
+            mask: usize,
             next: usize,
             end: usize,
             _t: PhantomData<T>,
         }
         impl<T: Niche> Rest<'_, T> {
             fn run(&mut self) {
-                while self.next < self.end {
-                    let i = self.next;
-                    self.next += 1;
-                    let slot = &self.lines[i / LINE_SLOTS][i % LINE_SLOTS];
+                while self.next != self.end {
+                    // SAFETY: `slots` is live (borrowed from `Shared`) with `mask + 1` slots.
+                    let slot = unsafe { slot_at(self.slots.first, self.mask, self.next) };
+                    self.next = self.next.wrapping_add(1);
                     // Relaxed: both ends are gone (this is the last `Arc`, whose drop
                     // synchronises with their last uses), so every store is visible.
-                    let raw = slot.swap(ptr::null_mut(), Ordering::Relaxed);
+                    let raw = slot.load(Ordering::Relaxed);
                     if let Some(raw) = NonNull::new(raw) {
-                        // SAFETY: a non-null slot holds an item that was pushed and not
-                        // popped; the swap took it out, so it is rebuilt once.
+                        // SAFETY: a slot between the final positions holds an item that
+                        // was pushed and not popped; each position is visited once.
                         drop(unsafe { T::from_raw(raw) });
                     }
                 }
@@ -310,10 +415,13 @@ impl<T: Niche> Drop for Shared<T> {
                 self.run();
             }
         }
+        // Only the positions between the ends hold items: the other slots (of a ring
+        // that may be huge and mostly never touched) are not read.
         let mut rest = Rest::<T> {
-            lines: &self.lines,
-            next: 0,
-            end: self.slots,
+            slots: &self.slots,
+            mask: self.mask,
+            next: self.final_head.load(Ordering::Relaxed),
+            end: self.final_tail.load(Ordering::Relaxed),
             _t: PhantomData,
         };
         rest.run();
@@ -336,77 +444,34 @@ impl<T: Niche> Drop for Shared<T> {
 /// ```
 pub fn channel<T: Niche>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<AtomicPtr<()>>())?;
-    let n_lines = slots.div_ceil(LINE_SLOTS);
-    let lines = alloc_lines(n_lines).ok_or(CapacityError::AllocFailed {
+    let array = SlotArray::new(slots).ok_or(CapacityError::AllocFailed {
         slots,
-        bytes: n_lines.saturating_mul(core::mem::size_of::<Line>()),
+        bytes: slots.saturating_mul(core::mem::size_of::<AtomicPtr<()>>()),
     })?;
+    let first = array.first;
     let shared = Arc::new(Shared::<T> {
-        lines,
-        slots,
+        slots: array,
+        mask: slots - 1,
         producer_gone: AtomicBool::new(false),
         consumer_gone: AtomicBool::new(false),
+        final_tail: AtomicUsize::new(0),
+        final_head: AtomicUsize::new(0),
         _owns: PhantomData,
     });
-    let lines = NonNull::from(&*shared.lines).cast::<Line>();
     Ok((
         Producer {
-            lines,
+            slots: first,
             mask: slots - 1,
             tail: 0,
             shared: shared.clone(),
         },
         Consumer {
-            lines,
+            slots: first,
             mask: slots - 1,
             head: 0,
             shared,
         },
     ))
-}
-
-/// `n` lines of empty slots, or `None` if the allocator refuses. The memory comes zeroed
-/// from the allocator (`calloc`), so a large ring's pages are not touched until used.
-#[cfg(not(loom))]
-fn alloc_lines(n: usize) -> Option<Box<[Line]>> {
-    let layout = core::alloc::Layout::array::<Line>(n).ok()?;
-    if layout.size() == 0 {
-        return Some(Box::new([]));
-    }
-    // SAFETY: the layout's size is not zero.
-    let p = unsafe { alloc::alloc::alloc_zeroed(layout) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` is a fresh allocation of `n` lines (the layout `Box<[Line]>` frees with);
-    // all-zero bytes are a valid `Line`: `AtomicPtr` has the representation of a raw
-    // pointer, so zero is a null (empty) slot, and `CachePadded` adds only padding.
-    Some(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p.cast::<Line>(), n)) })
-}
-
-/// Under loom the atomics are loom's models, which must be constructed.
-#[cfg(loom)]
-fn alloc_lines(n: usize) -> Option<Box<[Line]>> {
-    let mut lines = Vec::new();
-    lines.try_reserve_exact(n).ok()?;
-    lines.extend(
-        (0..n).map(|_| CachePadded::new(core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())))),
-    );
-    Some(lines.into_boxed_slice())
-}
-
-/// The slot of position `index` in the lines at `lines`.
-///
-/// # Safety
-///
-/// `lines` points to the live lines of a ring whose slot count is `mask + 1`.
-#[inline(always)]
-unsafe fn slot_at<'a>(lines: NonNull<Line>, mask: usize, index: usize) -> &'a AtomicPtr<()> {
-    let i = index & mask;
-    // SAFETY: `i` is below the slot count, so line `i / LINE_SLOTS` exists (the caller's
-    // guarantee), and `i % LINE_SLOTS` is in the line.
-    let line: &'a Line = unsafe { &*lines.as_ptr().add(i / LINE_SLOTS) };
-    &line[i % LINE_SLOTS]
 }
 
 /// The writing end of a [`niche`](self) ring.
@@ -416,12 +481,42 @@ unsafe fn slot_at<'a>(lines: NonNull<Line>, mask: usize, index: usize) -> &'a At
 /// assert_eq!(tx.push(&1), Ok(()));
 /// assert_eq!(tx.push(&2), Err(&2));
 /// ```
+///
+/// The ring is invariant in its item type: an end cannot be converted to a shorter
+/// lifetime than its other end, so a short borrow cannot come out as a longer one.
+///
+/// ```compile_fail
+/// use flowline::fifo::niche::{self, Producer};
+/// fn launder<'a>(r: &'a str) -> &'static str {
+///     let (tx, mut rx) = niche::channel::<&'static &'static str>(1).unwrap();
+///     let mut tx: Producer<&'a &'a str> = tx; // refused: the ends are invariant
+///     let boxed: &'a &'a str = Box::leak(Box::new(r));
+///     tx.push(boxed).unwrap();
+///     rx.pop().map(|s| *s).unwrap()
+/// }
+/// ```
+///
+/// The same code with the producer's type left alone compiles (the control for the
+/// `compile_fail` example above):
+///
+/// ```
+/// use flowline::fifo::niche::{self, Producer};
+/// fn keep(r: &'static str) -> &'static str {
+///     let (tx, mut rx) = niche::channel::<&'static &'static str>(1).unwrap();
+///     let mut tx: Producer<&'static &'static str> = tx;
+///     let boxed: &'static &'static str = Box::leak(Box::new(r));
+///     tx.push(boxed).unwrap();
+///     rx.pop().map(|s| *s).unwrap()
+/// }
+/// assert_eq!(keep("x"), "x");
+/// ```
 // Aligned to its own lines, as the `spsc` ends, so that a producer and a consumer stored
 // side by side never share the line each rewrites on every call.
 #[repr(align(128))]
 pub struct Producer<T: Niche> {
-    /// The shared slot lines (kept alive by `shared`), copied here to save a load per call.
-    lines: NonNull<Line>,
+    /// The first slot (the array is kept alive by `shared`), copied here to save a load
+    /// per call.
+    slots: NonNull<AtomicPtr<()>>,
     mask: usize,
     /// Position of the next push (private: never published).
     tail: usize,
@@ -443,7 +538,7 @@ unsafe impl<T: Niche + Send> Send for Producer<T> {}
 #[repr(align(128))]
 pub struct Consumer<T: Niche> {
     /// As in `Producer`.
-    lines: NonNull<Line>,
+    slots: NonNull<AtomicPtr<()>>,
     mask: usize,
     /// Position of the next pop (private: never published).
     head: usize,
@@ -456,8 +551,8 @@ unsafe impl<T: Niche + Send> Send for Consumer<T> {}
 impl<T: Niche> Producer<T> {
     #[inline(always)]
     fn slot(&self, index: usize) -> &AtomicPtr<()> {
-        // SAFETY: `lines` and `mask` describe the lines `shared` keeps alive.
-        unsafe { slot_at(self.lines, self.mask, index) }
+        // SAFETY: `slots` and `mask` describe the array `shared` keeps alive.
+        unsafe { slot_at(self.slots, self.mask, index) }
     }
 
     /// Whether the slot `ahead` positions after the next push is empty; if so, so are all
@@ -473,6 +568,17 @@ impl<T: Niche> Producer<T> {
             .is_null()
     }
 
+    /// How many of the next `want` slots are free (`want` at most the capacity): they are
+    /// a prefix, since the consumer empties slots in order.
+    #[inline(always)]
+    fn free_upto(&self, want: usize) -> usize {
+        let mut k = 0;
+        while k < want && self.is_free(k) {
+            k += 1;
+        }
+        k
+    }
+
     /// Stores an item into the next slot, which `is_free` said is empty.
     #[inline(always)]
     fn put(&mut self, raw: NonNull<()>) {
@@ -480,6 +586,59 @@ impl<T: Niche> Producer<T> {
         // contents (the writes behind the pointer) are visible to it.
         self.slot(self.tail).store(raw.as_ptr(), Ordering::Release);
         self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Writes a run of up to `room` items (`room` at most the capacity) into the slots
+    /// from `tail`, taking item `k` from `next(self, k)` until it returns `None`; returns
+    /// how many. Slot `k` must be free when `next` returns an item for it.
+    ///
+    /// The run's first slot is written last: a consumer polling for the next item sees
+    /// nothing until the whole run is in, then takes it without fighting this end for
+    /// lines it is still writing (it reads the other slots of a run only after taking the
+    /// first). If `next` or an item's `into_raw` panics, the items already written are
+    /// published, first slot last, on the way out.
+    #[inline(always)]
+    fn write_run(&mut self, room: usize, mut next: impl FnMut(&Self, usize) -> Option<T>) -> usize {
+        /// Publishes the run (its first slot) when it ends, also on unwind.
+        struct Run<'a, T: Niche> {
+            producer: &'a mut Producer<T>,
+            first: NonNull<()>,
+            n: usize,
+        }
+        impl<T: Niche> Drop for Run<'_, T> {
+            fn drop(&mut self) {
+                let p = &mut *self.producer;
+                // Release: pairs with the consumer's Acquire load of this slot, so this
+                // item's contents, and the run's other slots (stored before, Relaxed)
+                // with their items' contents, are visible to a consumer that takes it:
+                // it reads those slots only after this one.
+                p.slot(p.tail).store(self.first.as_ptr(), Ordering::Release);
+                p.tail = p.tail.wrapping_add(self.n);
+            }
+        }
+        if room == 0 {
+            return 0;
+        }
+        let Some(first) = next(self, 0) else {
+            return 0;
+        };
+        let mut run = Run {
+            first: first.into_raw(),
+            producer: self,
+            n: 1,
+        };
+        while run.n < room {
+            let p = &*run.producer;
+            let Some(v) = next(p, run.n) else { break };
+            let raw = v.into_raw();
+            // Relaxed: published by the Release store of the run's first slot (above).
+            p.slot(p.tail.wrapping_add(run.n))
+                .store(raw.as_ptr(), Ordering::Relaxed);
+            run.n += 1;
+        }
+        let n = run.n;
+        drop(run);
+        n
     }
 
     /// Appends `value`, or gives it back if the ring is full.
@@ -501,7 +660,7 @@ impl<T: Niche> Producer<T> {
     }
 
     /// Burst: appends as many items from the front of `items` as fit, in order, and
-    /// returns how many. Each item is visible to the consumer as soon as it is in.
+    /// returns how many. The consumer sees them all at once, when the call returns.
     ///
     /// ```
     /// use std::num::NonZeroU16;
@@ -516,19 +675,13 @@ impl<T: Niche> Producer<T> {
         T: Copy,
     {
         let n = items.len().min(self.capacity());
-        if n > 0 && self.is_free(n - 1) {
-            // All n slots are free: one slot read for the whole burst.
-            for &v in &items[..n] {
-                self.put(v.into_raw());
-            }
-            return n;
-        }
-        let mut k = 0;
-        while k < n && self.is_free(0) {
-            self.put(items[k].into_raw());
-            k += 1;
-        }
-        k
+        // One slot read when the whole burst fits, else one per free slot.
+        let room = if n > 0 && self.is_free(n - 1) {
+            n
+        } else {
+            self.free_upto(n)
+        };
+        self.write_run(room, |_, k| Some(items[k]))
     }
 
     /// Bulk: appends all of `items` and returns `true`, or appends nothing and returns
@@ -552,16 +705,14 @@ impl<T: Niche> Producer<T> {
         if n > self.capacity() || !self.is_free(n - 1) {
             return false;
         }
-        for &v in items {
-            self.put(v.into_raw());
-        }
+        self.write_run(n, |_, k| Some(items[k]));
         true
     }
 
     /// Burst from an iterator: moves items from `iter` into the ring while there is room
-    /// and returns how many. The iterator is read only when a slot is free, so the items
-    /// that did not fit stay in it. If the iterator panics, the items already moved stay
-    /// in the ring.
+    /// and returns how many; the consumer sees them all at once, when the call returns.
+    /// The iterator is read only when a slot is free, so the items that did not fit stay
+    /// in it. If the iterator panics, the items already moved are in the ring.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::niche::channel::<Box<u32>>(2).unwrap();
@@ -570,18 +721,14 @@ impl<T: Niche> Producer<T> {
     /// assert_eq!(packets.next().as_deref(), Some(&3));
     /// ```
     pub fn push_burst_iter<I: Iterator<Item = T>>(&mut self, iter: &mut I) -> usize {
-        let mut k = 0;
-        while self.is_free(0) {
-            let Some(v) = iter.next() else { break };
-            self.put(v.into_raw());
-            k += 1;
-        }
-        k
+        let cap = self.capacity();
+        self.write_run(cap, |p, k| if p.is_free(k) { iter.next() } else { None })
     }
 
     /// Bulk from an exact-size iterator: moves all its items in and returns `Ok`, or moves
     /// nothing and gives the iterator back if `iter.len()` items do not fit. It is never
-    /// read beyond `len()` items; if it yields fewer, those are in.
+    /// read beyond `len()` items. Not all or nothing when the iterator breaks its promise:
+    /// if it yields fewer items than `len()`, or panics, the items it gave are in.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::niche::channel::<Box<u8>>(2).unwrap();
@@ -593,7 +740,7 @@ impl<T: Niche> Producer<T> {
         I: IntoIterator<Item = T>,
         I::IntoIter: ExactSizeIterator,
     {
-        let iter = iter.into_iter();
+        let mut iter = iter.into_iter();
         let n = iter.len();
         if n == 0 {
             return Ok(());
@@ -601,9 +748,7 @@ impl<T: Niche> Producer<T> {
         if n > self.capacity() || !self.is_free(n - 1) {
             return Err(iter);
         }
-        for v in iter.take(n) {
-            self.put(v.into_raw());
-        }
+        self.write_run(n, |_, _| iter.next());
         Ok(())
     }
 
@@ -646,6 +791,8 @@ impl<T: Niche> Producer<T> {
 
 impl<T: Niche> Drop for Producer<T> {
     fn drop(&mut self) {
+        // Relaxed: read only by the last `Arc` drop, which synchronises with this one.
+        self.shared.final_tail.store(self.tail, Ordering::Relaxed);
         // Release: every push happens before a consumer that sees the flag, so one that
         // then finds the ring empty knows nothing more will come.
         self.shared.producer_gone.store(true, Ordering::Release);
@@ -664,16 +811,19 @@ impl<T: Niche> fmt::Debug for Producer<T> {
 impl<T: Niche> Consumer<T> {
     #[inline(always)]
     fn slot(&self, index: usize) -> &AtomicPtr<()> {
-        // SAFETY: `lines` and `mask` describe the lines `shared` keeps alive.
-        unsafe { slot_at(self.lines, self.mask, index) }
+        // SAFETY: `slots` and `mask` describe the array `shared` keeps alive.
+        unsafe { slot_at(self.slots, self.mask, index) }
     }
 
     /// The item `ahead` positions after the next pop, if it is in.
     #[inline(always)]
     fn peek_raw(&self, ahead: usize) -> Option<NonNull<()>> {
-        // Acquire: pairs with the producer's Release store of this slot. The producer
-        // fills slots in order, so that store comes after its stores of every slot before
-        // it, and all of them (with the items' contents) are visible to this end.
+        // Acquire: pairs with the producer's Release store of this slot when it is a
+        // single push or the first slot of a run, and makes the item's contents visible.
+        // A run's other slots are stored (Relaxed) before its first slot, and this end
+        // reads slots in order (every caller looks at `ahead` = 0, 1, 2, ... and stops at
+        // the first empty one), so it reads them only after taking (Acquire) that first
+        // slot, which makes them and their items' contents visible.
         NonNull::new(
             self.slot(self.head.wrapping_add(ahead))
                 .load(Ordering::Acquire),
@@ -770,14 +920,22 @@ impl<T: Niche> Consumer<T> {
         self.pop_burst_with(max, |v| out.push(v))
     }
 
-    /// Whether `n` items are in: reads the `n`th slot only (`n` from 1 to the capacity).
+    /// Whether `n` items are in (`n` from 1 up): reads the next `n` slots in order, so
+    /// that each run's first slot is taken (Acquire) before the run's other slots.
     #[inline(always)]
     fn has(&self, n: usize) -> bool {
-        n <= self.capacity() && self.peek_raw(n - 1).is_some()
+        if n > self.capacity() {
+            return false;
+        }
+        let mut k = 0;
+        while k < n && self.peek_raw(k).is_some() {
+            k += 1;
+        }
+        k == n
     }
 
     /// Bulk into a slice: fills all of `out` and returns `true`, or takes nothing and
-    /// returns `false` if fewer items are in. Reads one slot to decide.
+    /// returns `false` if fewer items are in.
     ///
     /// ```
     /// let (a, b) = (1u8, 2u8);
@@ -835,8 +993,8 @@ impl<T: Niche> Consumer<T> {
     fn take_present(&mut self) -> T {
         match self.peek_raw(0) {
             Some(raw) => self.take(raw),
-            // `has(n)` read the nth slot full (Acquire), so the producer's earlier stores
-            // into the slots before it are visible: this cannot be reached.
+            // `has(n)` found the next n slots full, and only this end empties slots: this
+            // cannot be reached.
             None => unreachable!("niche ring: a slot before a full one is empty"),
         }
     }
@@ -884,6 +1042,8 @@ impl<T: Niche> Consumer<T> {
 
 impl<T: Niche> Drop for Consumer<T> {
     fn drop(&mut self) {
+        // Relaxed: as `final_tail` in the producer's drop.
+        self.shared.final_head.store(self.head, Ordering::Relaxed);
         // Release: pairs with the producer's Acquire load in `is_abandoned`.
         self.shared.consumer_gone.store(true, Ordering::Release);
     }
@@ -1148,6 +1308,65 @@ mod tests {
         assert_eq!(rx.pop().map(|p| p.0), Some(1));
         assert_eq!(rx.pop().map(|p| p.0), Some(2));
         assert!(rx.pop().is_none());
+    }
+
+    #[test]
+    fn a_panicking_into_raw_in_a_burst_publishes_what_was_moved() {
+        /// A `Copy` handle whose `into_raw` refuses the value 13.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        struct Unlucky(u32);
+        // SAFETY: round-trips through `NonZeroU32`; `from_raw` does not panic.
+        unsafe impl Niche for Unlucky {
+            fn into_raw(self) -> NonNull<()> {
+                assert!(self.0 != 13, "unlucky");
+                NonZeroU32::new(self.0).unwrap().into_raw()
+            }
+            unsafe fn from_raw(raw: NonNull<()>) -> Self {
+                // SAFETY: `raw` came from `into_raw`.
+                Unlucky(unsafe { NonZeroU32::from_raw(raw) }.get())
+            }
+        }
+        for bulk in [false, true] {
+            let (mut tx, mut rx) = channel::<Unlucky>(8).unwrap();
+            let items = [Unlucky(1), Unlucky(2), Unlucky(13), Unlucky(4)];
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                if bulk {
+                    tx.push_bulk(&items);
+                } else {
+                    tx.push_burst(&items);
+                }
+            }));
+            assert!(r.is_err());
+            // The two items moved before the panic are in, in order, and the ring goes on.
+            tx.push(Unlucky(5)).unwrap();
+            let got: Vec<u32> = core::iter::from_fn(|| rx.pop()).map(|u| u.0).collect();
+            assert_eq!(got, [1, 2, 5]);
+        }
+        // A refused first item changes nothing.
+        let (mut tx, mut rx) = channel::<Unlucky>(8).unwrap();
+        assert!(catch_unwind(AssertUnwindSafe(|| tx.push_burst(&[Unlucky(13)]))).is_err());
+        assert!(rx.pop().is_none() && !tx.is_full());
+    }
+
+    #[test]
+    fn a_burst_is_seen_whole_or_not_at_all() {
+        // The run's first slot is written last: a consumer looking at the next slot sees
+        // either none of a burst or all of it. Checked from inside the burst, through an
+        // iterator that looks at the consumer's slot before yielding each item.
+        let (mut tx, rx) = channel::<Box<u32>>(8).unwrap();
+        let mut seen_early = false;
+        let rx = &rx;
+        let mut it = (0..4u32).map(|i| {
+            seen_early |= !rx.is_empty();
+            Box::new(i)
+        });
+        assert_eq!(tx.push_burst_iter(&mut it), 4);
+        drop(it);
+        assert!(
+            !seen_early,
+            "a consumer saw part of a burst before it was complete"
+        );
+        assert!(!rx.is_empty());
     }
 
     #[test]
