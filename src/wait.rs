@@ -314,18 +314,30 @@ fn can_sleep() -> bool {
 /// sleeping `flush` waits on), and the means to wake them.
 #[derive(Debug)]
 pub(crate) struct Sleepers {
-    /// Threads announced as sleeping. Written only by sleepers; read by every publication
-    /// of a waitable ring.
+    /// Threads announced as sleeping, and async tasks registered to be woken. Written only
+    /// by sleepers (and by the wake that consumes a task's registration); read by every
+    /// publication of a waitable ring.
     waiting: AtomicU32,
-    lock: Mutex<()>,
+    lock: Mutex<Wakers>,
     cv: Condvar,
+}
+
+/// The wakers of async tasks waiting on one direction (empty without the `async`
+/// feature), guarded by the sleepers' mutex.
+#[derive(Debug, Default)]
+struct Wakers {
+    #[cfg(feature = "async")]
+    list: Vec<(u64, core::task::Waker)>,
+    /// The key the next registration gets.
+    #[cfg(feature = "async")]
+    next_key: u64,
 }
 
 impl Sleepers {
     pub(crate) fn new() -> Self {
         Sleepers {
             waiting: AtomicU32::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(Wakers::default()),
             cv: Condvar::new(),
         }
     }
@@ -351,8 +363,100 @@ impl Sleepers {
     #[inline(never)]
     fn wake_all(&self) {
         // Taking the mutex waits out a sleeper between its re-check and its wait.
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        #[cfg_attr(not(feature = "async"), allow(unused_mut))]
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.cv.notify_all();
+        #[cfg(feature = "async")]
+        {
+            // Each registration is consumed by this wake (its task registers again if it
+            // still has to wait). The wakers run after the mutex is released: a waker may
+            // poll its task inline, and the poll takes this mutex.
+            let tasks = core::mem::take(&mut g.list);
+            if !tasks.is_empty() {
+                // Relaxed: as the thread sleepers' own decrement.
+                self.waiting
+                    .fetch_sub(tasks.len() as u32, Ordering::Relaxed);
+                drop(g);
+                for (_, waker) in tasks {
+                    waker.wake();
+                }
+            }
+        }
+        #[cfg(not(feature = "async"))]
+        drop(g);
+    }
+
+    /// Registers an async task to be woken by the next publication in this direction, or
+    /// refreshes its waker, then re-checks: returns true (and leaves nothing registered)
+    /// if `ready()` is true by then, so the caller polls again instead of returning
+    /// `Pending`. `key` is the task's registration, `None` when it has none (or a wake
+    /// consumed it).
+    ///
+    /// The protocol is the thread sleepers' one (module docs): announce (count), heavy
+    /// barrier, re-check under the mutex; a publisher that misses the registration has
+    /// published before the re-check, which then sees it. If the heavy barrier cannot be
+    /// run, nothing is registered and the task is woken at once (it polls again: correct,
+    /// and busy).
+    #[cfg(feature = "async")]
+    pub(crate) fn register_waker(
+        &self,
+        key: &mut Option<u64>,
+        waker: &core::task::Waker,
+        ready: impl Fn() -> bool,
+    ) -> bool {
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let live = key.and_then(|k| g.list.iter().position(|(kk, _)| *kk == k));
+        if let Some(i) = live {
+            // Still registered: keep the count, refresh the waker.
+            if !g.list[i].1.will_wake(waker) {
+                g.list[i].1 = waker.clone();
+            }
+        } else {
+            // Announce before the barrier and the re-check, as a thread sleeper does; the
+            // mutex is released meanwhile, so a publisher that sees the count never waits
+            // for the barrier.
+            drop(g);
+            // SeqCst: the announcement is the store of the sleeper's store-load pair.
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            if !heavy_barrier() {
+                // Relaxed: as in `sleep_until`.
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                *key = None;
+                waker.wake_by_ref();
+                return false;
+            }
+            g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            let k = g.next_key;
+            g.next_key += 1;
+            g.list.push((k, waker.clone()));
+            *key = Some(k);
+        }
+        if ready() {
+            Self::remove(&self.waiting, &mut g, key);
+            return true;
+        }
+        false
+    }
+
+    /// Drops a task's registration, if a wake has not consumed it (a future dropped while
+    /// pending, or one that completed).
+    #[cfg(feature = "async")]
+    pub(crate) fn deregister(&self, key: &mut Option<u64>) {
+        if key.is_some() {
+            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            Self::remove(&self.waiting, &mut g, key);
+        }
+    }
+
+    #[cfg(feature = "async")]
+    fn remove(waiting: &AtomicU32, g: &mut Wakers, key: &mut Option<u64>) {
+        if let Some(k) = key.take() {
+            if let Some(i) = g.list.iter().position(|(kk, _)| *kk == k) {
+                g.list.swap_remove(i);
+                // Relaxed: a publisher that still sees the count only takes the mutex.
+                waiting.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Sleeps until `ready()` is true or `deadline` passes; returns `ready()`'s last
@@ -509,6 +613,89 @@ fn wait_slow<H, R>(
     }
 }
 
+/// Runs a future to completion on the calling thread, parking the thread while the future
+/// is pending (its waker unparks it). For threads that wait on one future at a time, tests
+/// and examples: not an async runtime (no tasks, no I/O, no timers).
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(4).unwrap();
+/// let t = std::thread::spawn(move || tx.push(7).unwrap());
+/// assert_eq!(flowline::wait::block_on(rx.pop_async()), Ok(7));
+/// t.join().unwrap();
+/// ```
+#[cfg(all(feature = "async", not(loom)))]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub fn block_on<F: core::future::Future>(future: F) -> F::Output {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake};
+    /// Unparks the blocked thread.
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let mut future = core::pin::pin!(future);
+    let waker = Arc::new(Unpark(std::thread::current())).into();
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        // A wake that came before this park makes it return at once (the park token).
+        std::thread::park();
+    }
+}
+
+/// One poll of an async wait: polls the operation, and if it must wait, first yields to
+/// the executor up to the strategy's `yields` times (`yielded` counts them), then
+/// registers the task (`key`) on `sleepers` and re-checks with `ready`, looping while the
+/// re-check says the operation can go on. A completed operation leaves nothing registered.
+#[cfg(feature = "async")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn poll_async<H, R>(
+    h: &mut H,
+    key: &mut Option<u64>,
+    yielded: &mut u32,
+    strategy: WaitStrategy,
+    cx: &mut core::task::Context<'_>,
+    mut poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> core::task::Poll<Result<R, WaitError>> {
+    use core::task::Poll;
+    // The strategy's yields, as self-wakes: the task goes back to its executor's queue
+    // and polls again when its turn comes, so a partner task on the same executor runs
+    // meanwhile (no registration, no heavy barrier). `Spin` and `SpinYield` never register.
+    let yields = match strategy {
+        WaitStrategy::SpinPark { yields, .. } => yields,
+        WaitStrategy::Spin | WaitStrategy::SpinYield { .. } => u32::MAX,
+    };
+    loop {
+        let done = match poll(h) {
+            Step::Ready(r) => Ok(r),
+            Step::Closed => Err(WaitError::Disconnected),
+            Step::Pending if *yielded < yields || !can_sleep() => {
+                *yielded = yielded.saturating_add(1);
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Step::Pending => {
+                let h = &*h;
+                if sleepers(h).register_waker(key, cx.waker(), || ready(h)) {
+                    continue;
+                }
+                return Poll::Pending;
+            }
+        };
+        sleepers(h).deregister(key);
+        return Poll::Ready(done);
+    }
+}
+
 #[inline(always)]
 fn spin_once() {
     #[cfg(not(loom))]
@@ -523,4 +710,57 @@ fn yield_once() {
     std::thread::yield_now();
     #[cfg(loom)]
     loom::thread::yield_now();
+}
+
+#[cfg(all(test, not(loom), feature = "async"))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The sleeper count that publishers check follows the registrations exactly: up on
+    /// registration, unchanged on a refresh, down on withdrawal, on a wake (which consumes
+    /// every registration), and when the re-check finds the operation ready.
+    #[test]
+    fn registrations_keep_the_sleeper_count_exact() {
+        register();
+        let s = Sleepers::new();
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        let w = Waker::from(c.clone());
+        let (mut a, mut b) = (None, None);
+        assert!(!s.register_waker(&mut a, &w, || false));
+        assert!(!s.register_waker(&mut a, &w, || false), "a refresh");
+        assert!(!s.register_waker(&mut b, &w, || false));
+        assert_eq!(s.waiting.load(Ordering::SeqCst), 2);
+        s.deregister(&mut b);
+        assert_eq!((s.waiting.load(Ordering::SeqCst), b), (1, None));
+        s.notify();
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
+        assert_eq!(s.waiting.load(Ordering::SeqCst), 0, "the wake consumed it");
+        // `a` still holds its old key, which the wake consumed: registering again counts
+        // again, and withdrawing the stale key changes nothing.
+        assert!(!s.register_waker(&mut a, &w, || false));
+        assert_eq!(s.waiting.load(Ordering::SeqCst), 1);
+        let mut stale = Some(u64::MAX);
+        s.deregister(&mut stale);
+        assert_eq!(s.waiting.load(Ordering::SeqCst), 1);
+        s.deregister(&mut a);
+        // Ready at the re-check: nothing stays registered.
+        assert!(s.register_waker(&mut a, &w, || true));
+        assert_eq!((s.waiting.load(Ordering::SeqCst), a), (0, None));
+        s.notify();
+        assert_eq!(
+            c.0.load(Ordering::SeqCst),
+            1,
+            "nobody registered, nobody woken"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! Topology: CPU lists, declared topologies and the `FLOWLINE_TOPOLOGY` variable, and the
 //! sysfs reader on fixture trees of real layouts (two sockets with SMT, offline CPUs, a
 //! memory-only node) and on malformed ones, plus this machine's own sysfs.
-#![cfg(not(any(loom, miri)))]
+#![cfg(all(feature = "std", not(any(loom, miri))))]
 
 use std::fs;
 use std::path::{Path, PathBuf};

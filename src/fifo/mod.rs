@@ -18,6 +18,284 @@
 use core::fmt;
 use core::ptr;
 
+/// The async forms of a waitable ring's waits (feature `async`), the same for both rings:
+/// expanded inside `spsc` and `mpsc`, where `Consumer`, `Producer`, their `pop`, `push`,
+/// `pop_burst_into`, `is_abandoned`, re-checks and sleeper slots have the same names.
+#[cfg(feature = "async")]
+macro_rules! async_waits {
+    ($ring:ident) => {
+        /// The future of [`Consumer::pop_async`]: the next item, or
+        /// [`WaitError::Disconnected`] once every producer is gone and the ring is empty.
+        ///
+        /// Dropping it while it waits withdraws its registration; a wake it missed goes to
+        /// nobody, and the items stay in the ring.
+        #[must_use = "futures do nothing unless polled"]
+        pub struct PopFuture<'a, T> {
+            consumer: &'a mut Consumer<T, Wait>,
+            /// This task's registration on the ring's item sleepers, if any.
+            key: Option<u64>,
+            /// Times it yielded to the executor before registering.
+            yielded: u32,
+        }
+
+        impl<T> core::future::Future for PopFuture<'_, T> {
+            type Output = Result<T, WaitError>;
+
+            fn poll(
+                self: core::pin::Pin<&mut Self>,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Self::Output> {
+                let this = self.get_mut();
+                let strategy = this.consumer.strategy;
+                wait::poll_async(
+                    &mut *this.consumer,
+                    &mut this.key,
+                    &mut this.yielded,
+                    strategy,
+                    cx,
+                    |c| match c.pop() {
+                        Some(v) => Step::Ready(v),
+                        // Gone, then empty again: items published before the drop were seen.
+                        None if c.is_abandoned() => c.pop().map_or(Step::Closed, Step::Ready),
+                        None => Step::Pending,
+                    },
+                    Consumer::has_items_or_closed,
+                    |c| &c.shared.items,
+                )
+            }
+        }
+
+        impl<T> Drop for PopFuture<'_, T> {
+            fn drop(&mut self) {
+                self.consumer.shared.items.deregister(&mut self.key);
+            }
+        }
+
+        impl<T> fmt::Debug for PopFuture<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(concat!(stringify!($ring), "::PopFuture"))
+                    .field("registered", &self.key.is_some())
+                    .finish()
+            }
+        }
+
+        /// The future of [`Consumer::pop_burst_async`]: how many items it moved (at least
+        /// one), or [`WaitError::Disconnected`].
+        #[must_use = "futures do nothing unless polled"]
+        pub struct PopBurstFuture<'a, T> {
+            consumer: &'a mut Consumer<T, Wait>,
+            out: &'a mut Vec<T>,
+            max: usize,
+            key: Option<u64>,
+            yielded: u32,
+        }
+
+        impl<T> core::future::Future for PopBurstFuture<'_, T> {
+            type Output = Result<usize, WaitError>;
+
+            fn poll(
+                self: core::pin::Pin<&mut Self>,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Self::Output> {
+                let this = self.get_mut();
+                if this.max == 0 {
+                    return core::task::Poll::Ready(Ok(0));
+                }
+                let (out, max) = (&mut *this.out, this.max);
+                let strategy = this.consumer.strategy;
+                wait::poll_async(
+                    &mut *this.consumer,
+                    &mut this.key,
+                    &mut this.yielded,
+                    strategy,
+                    cx,
+                    |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
+                    Consumer::has_items_or_closed,
+                    |c| &c.shared.items,
+                )
+            }
+        }
+
+        impl<T> Drop for PopBurstFuture<'_, T> {
+            fn drop(&mut self) {
+                self.consumer.shared.items.deregister(&mut self.key);
+            }
+        }
+
+        impl<T> fmt::Debug for PopBurstFuture<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(concat!(stringify!($ring), "::PopBurstFuture"))
+                    .field("max", &self.max)
+                    .field("registered", &self.key.is_some())
+                    .finish()
+            }
+        }
+
+        /// The future of [`Producer::push_async`]: `Ok` once the item is in, or the item
+        /// back with [`WaitError::Disconnected`] if the consumer is gone (checked first).
+        /// Dropping it before it completes drops the item.
+        #[must_use = "futures do nothing unless polled"]
+        pub struct PushFuture<'a, T> {
+            producer: &'a mut Producer<T, Wait>,
+            value: Option<T>,
+            key: Option<u64>,
+            yielded: u32,
+        }
+
+        // The item is moved in and out of the future, never pinned (no `Pin<&mut T>` is
+        // ever made), so the future may move whatever `T` is.
+        impl<T> Unpin for PushFuture<'_, T> {}
+
+        impl<T> core::future::Future for PushFuture<'_, T> {
+            type Output = Result<(), PushWaitError<T>>;
+
+            fn poll(
+                self: core::pin::Pin<&mut Self>,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Self::Output> {
+                let this = self.get_mut();
+                let slot = &mut this.value;
+                let strategy = this.producer.strategy;
+                let r = wait::poll_async(
+                    &mut *this.producer,
+                    &mut this.key,
+                    &mut this.yielded,
+                    strategy,
+                    cx,
+                    |p| {
+                        if p.is_abandoned() {
+                            return Step::Closed;
+                        }
+                        match slot.take().map(|v| p.push(v)) {
+                            Some(Ok(())) => Step::Ready(()),
+                            Some(Err(v)) => {
+                                *slot = Some(v);
+                                Step::Pending
+                            }
+                            // Polled after it completed.
+                            None => Step::Closed,
+                        }
+                    },
+                    Producer::has_room_or_closed,
+                    |p| &p.shared.room,
+                );
+                match r {
+                    core::task::Poll::Pending => core::task::Poll::Pending,
+                    core::task::Poll::Ready(Ok(())) => core::task::Poll::Ready(Ok(())),
+                    core::task::Poll::Ready(Err(error)) => match this.value.take() {
+                        Some(value) => core::task::Poll::Ready(Err(PushWaitError { error, value })),
+                        None => panic!(concat!(
+                            stringify!($ring),
+                            "::PushFuture polled after it completed"
+                        )),
+                    },
+                }
+            }
+        }
+
+        impl<T> Drop for PushFuture<'_, T> {
+            fn drop(&mut self) {
+                self.producer.shared.room.deregister(&mut self.key);
+            }
+        }
+
+        impl<T> fmt::Debug for PushFuture<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(concat!(stringify!($ring), "::PushFuture"))
+                    .field("pending_item", &self.value.is_some())
+                    .field("registered", &self.key.is_some())
+                    .finish()
+            }
+        }
+
+        /// Async waits (feature `async`): futures that any executor can poll, woken by the
+        /// producer's publications through the same sleeper slot as
+        /// [`pop_wait`](Consumer::pop_wait) (a publication checks it with one load; see
+        /// [`crate::wait`]). A future that finds nothing first yields to its executor as
+        /// many times as the end's [`WaitStrategy`](crate::wait::WaitStrategy) has yields
+        /// (waking itself, so a partner task on the same executor runs meanwhile and no
+        /// registration is needed), then registers its waker; `Spin` and `SpinYield`
+        /// strategies never register (the task stays runnable: busy).
+        #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+        impl<T> Consumer<T, Wait> {
+            /// Waits for the next item without blocking the thread: see [`PopFuture`].
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, mut rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(4).unwrap();")]
+            /// let t = std::thread::spawn(move || tx.push(7).unwrap());
+            /// # flowline::wait::block_on(async {
+            /// assert_eq!(rx.pop_async().await, Ok(7));
+            /// t.join().unwrap();
+            /// assert!(rx.pop_async().await.is_err()); // the producer is gone
+            /// # });
+            /// ```
+            pub fn pop_async(&mut self) -> PopFuture<'_, T> {
+                PopFuture {
+                    consumer: self,
+                    key: None,
+                    yielded: 0,
+                }
+            }
+
+            /// Waits until at least one item is there, then moves up to `max` onto `out`:
+            /// see [`PopBurstFuture`] (ready at once with 0 for `max == 0`).
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, mut rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(8).unwrap();")]
+            /// tx.push(1).unwrap();
+            /// tx.push(2).unwrap();
+            /// let mut v = Vec::new();
+            /// # flowline::wait::block_on(async {
+            /// assert_eq!(rx.pop_burst_async(&mut v, 8).await, Ok(2));
+            /// # });
+            /// assert_eq!(v, [1, 2]);
+            /// ```
+            pub fn pop_burst_async<'a>(
+                &'a mut self,
+                out: &'a mut Vec<T>,
+                max: usize,
+            ) -> PopBurstFuture<'a, T> {
+                PopBurstFuture {
+                    consumer: self,
+                    out,
+                    max,
+                    key: None,
+                    yielded: 0,
+                }
+            }
+        }
+
+        /// Async waits (feature `async`): see the consumer's.
+        #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+        impl<T> Producer<T, Wait> {
+            /// Waits for room without blocking the thread, then pushes `value`: see
+            /// [`PushFuture`].
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, mut rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(1).unwrap();")]
+            /// tx.push(1).unwrap();
+            /// let t = std::thread::spawn(move || {
+            ///     std::thread::sleep(std::time::Duration::from_millis(10));
+            ///     assert_eq!(rx.pop(), Some(1));
+            ///     rx
+            /// });
+            /// # flowline::wait::block_on(async {
+            /// tx.push_async(2).await.unwrap();
+            /// # });
+            /// assert_eq!(t.join().unwrap().pop(), Some(2));
+            /// ```
+            pub fn push_async(&mut self, value: T) -> PushFuture<'_, T> {
+                PushFuture {
+                    producer: self,
+                    value: Some(value),
+                    key: None,
+                    yielded: 0,
+                }
+            }
+        }
+    };
+}
+
 pub mod mpsc;
 pub mod niche;
 pub mod spsc;

@@ -114,6 +114,9 @@ use alloc::vec::Vec;
 #[cfg(feature = "std")]
 use std::time::Duration;
 
+#[cfg(feature = "async")]
+async_waits!(mpsc);
+
 /// The largest slot count: run lengths are packed in 32 bits.
 const MAX_SLOTS: usize = 1 << 31;
 

@@ -103,6 +103,9 @@ use alloc::vec::Vec;
 #[cfg(feature = "std")]
 use std::time::Duration;
 
+#[cfg(feature = "async")]
+async_waits!(spsc);
+
 /// Makes a ring of at least `capacity` slots (rounded up to a power of two).
 ///
 /// # Errors

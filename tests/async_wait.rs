@@ -1,0 +1,251 @@
+//! Async waits (feature `async`): futures woken by the other end's publications and
+//! drops, on plain threads through `wait::block_on` and through hand-made wakers that
+//! count their wakes (so a re-registered or dropped future is checked for who gets woken),
+//! plus a stress of wait / wake cycles with random delays in both directions.
+#![cfg(all(not(loom), feature = "async"))]
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use flowline::fifo::{mpsc, spsc};
+use flowline::wait::{block_on, WaitError, WaitStrategy};
+
+/// Registers at the first poll that finds nothing (no yields to the executor first).
+const REGISTER_AT_ONCE: WaitStrategy = WaitStrategy::SpinPark {
+    spins: 0,
+    yields: 0,
+};
+
+/// A waker that counts its wakes.
+struct Counter(AtomicUsize);
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+fn counting() -> (Arc<Counter>, Waker) {
+    let c = Arc::new(Counter(AtomicUsize::new(0)));
+    (c.clone(), Waker::from(c))
+}
+
+/// xorshift64 for random delays.
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+fn delay(r: u64) {
+    match r % 8 {
+        0 => std::thread::sleep(Duration::from_micros(r % 50)),
+        1 | 2 => std::thread::yield_now(),
+        _ => {
+            for _ in 0..(r % 200) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pending_pop_is_woken_by_a_push_and_its_waker_can_change() {
+    let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    rx.set_wait_strategy(REGISTER_AT_ONCE);
+    let mut fut = pin!(rx.pop_async());
+    let (a, wa) = counting();
+    let (b, wb) = counting();
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&wa))
+        .is_pending());
+    // Polled again from another task: the new waker replaces the old one.
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&wb))
+        .is_pending());
+    tx.push(5).unwrap();
+    assert_eq!(
+        a.0.load(Ordering::SeqCst),
+        0,
+        "the replaced waker is not woken"
+    );
+    assert_eq!(b.0.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        fut.as_mut().poll(&mut Context::from_waker(&wb)),
+        Poll::Ready(Ok(5))
+    );
+    // A completed future left nothing registered: the next push wakes nobody.
+    tx.push(6).unwrap();
+    assert_eq!(b.0.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_dropped_pending_future_is_never_woken_and_loses_nothing() {
+    let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    rx.set_wait_strategy(REGISTER_AT_ONCE);
+    let (a, wa) = counting();
+    {
+        let mut fut = pin!(rx.pop_async());
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&wa))
+            .is_pending());
+    }
+    tx.push(1).unwrap();
+    assert_eq!(
+        a.0.load(Ordering::SeqCst),
+        0,
+        "the withdrawn registration is not woken"
+    );
+    assert_eq!(block_on(rx.pop_async()), Ok(1));
+    // A push future dropped while waiting for room drops its item; the ring is intact.
+    let (mut tx, mut rx) = spsc::waitable::<Box<u32>>(1).unwrap();
+    tx.set_wait_strategy(REGISTER_AT_ONCE);
+    tx.push(Box::new(1)).unwrap();
+    {
+        let mut fut = pin!(tx.push_async(Box::new(2)));
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&wa))
+            .is_pending());
+    }
+    assert_eq!(rx.pop().as_deref(), Some(&1));
+    assert_eq!(a.0.load(Ordering::SeqCst), 0);
+    assert_eq!(rx.pop(), None);
+}
+
+#[test]
+fn a_future_first_yields_to_its_executor_then_registers() {
+    let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    rx.set_wait_strategy(WaitStrategy::SpinPark {
+        spins: 0,
+        yields: 2,
+    });
+    let (a, wa) = counting();
+    let mut cx = Context::from_waker(&wa);
+    {
+        let mut fut = pin!(rx.pop_async());
+        // Two polls that find nothing wake the task themselves (a yield), registering
+        // nothing.
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(a.0.load(Ordering::SeqCst), 2);
+        // The third registers: only a push wakes it now.
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(a.0.load(Ordering::SeqCst), 2);
+        tx.push(1).unwrap();
+        assert_eq!(a.0.load(Ordering::SeqCst), 3);
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+    }
+    // `Spin` never registers: every empty poll is a yield.
+    rx.set_wait_strategy(WaitStrategy::Spin);
+    let mut fut = pin!(rx.pop_async());
+    for k in 1..=5 {
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(a.0.load(Ordering::SeqCst), 3 + k);
+    }
+}
+
+#[test]
+fn waits_end_with_disconnected_when_the_other_end_goes() {
+    // Pending pop, then the producer is dropped: woken, and told.
+    let (tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        drop(tx);
+    });
+    assert_eq!(block_on(rx.pop_async()), Err(WaitError::Disconnected));
+    t.join().unwrap();
+    // Pending push into a full ring, then the consumer is dropped: the item comes back.
+    let (mut tx, rx) = mpsc::waitable::<u32>(1).unwrap();
+    tx.push(1).unwrap();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        drop(rx);
+    });
+    let e = block_on(tx.push_async(2)).unwrap_err();
+    assert_eq!((e.error, e.value), (WaitError::Disconnected, 2));
+    t.join().unwrap();
+    // Items pushed before the drop are still delivered first.
+    let (mut tx, mut rx) = mpsc::waitable::<u32>(4).unwrap();
+    tx.push(9).unwrap();
+    drop(tx);
+    let mut v = Vec::new();
+    assert_eq!(block_on(rx.pop_burst_async(&mut v, 4)), Ok(1));
+    assert_eq!(
+        block_on(rx.pop_burst_async(&mut v, 4)),
+        Err(WaitError::Disconnected)
+    );
+    assert_eq!(block_on(rx.pop_burst_async(&mut v, 0)), Ok(0));
+}
+
+/// Wait / wake cycles in both directions with random delays on both sides: the consumer
+/// awaits every item of a 2-slot ring, the producer awaits room for every push.
+#[test]
+fn stress_wait_wake_cycles_both_directions() {
+    let n: u32 = if cfg!(miri) { 200 } else { 100_000 };
+    let (mut tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
+    let p = std::thread::spawn(move || {
+        let mut r = rng(3);
+        for i in 0..n {
+            block_on(tx.push_async(i)).unwrap();
+            delay(r());
+        }
+    });
+    let mut r = rng(5);
+    for i in 0..n {
+        assert_eq!(block_on(rx.pop_async()), Ok(i));
+        delay(r());
+    }
+    p.join().unwrap();
+    assert_eq!(block_on(rx.pop_async()), Err(WaitError::Disconnected));
+}
+
+/// Two producers await room in a small MPSC ring while the consumer awaits bursts.
+#[test]
+fn mpsc_two_async_producers_and_a_burst_consumer() {
+    let n: u32 = if cfg!(miri) { 100 } else { 50_000 };
+    let (tx, mut rx) = mpsc::waitable::<u32>(4).unwrap();
+    let producers: Vec<_> = (0..2u32)
+        .map(|p| {
+            let mut tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut r = rng(u64::from(p) + 11);
+                for i in 0..n {
+                    block_on(tx.push_async(p * n + i)).unwrap();
+                    if r() % 4 == 0 {
+                        delay(r());
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut next = [0u32, n];
+    let mut got = Vec::new();
+    loop {
+        got.clear();
+        match block_on(rx.pop_burst_async(&mut got, 8)) {
+            Ok(k) => assert_eq!(k, got.len()),
+            Err(WaitError::Disconnected) => break,
+            Err(e) => panic!("{e:?}"),
+        }
+        for &v in &got {
+            let p = (v / n) as usize;
+            assert_eq!(v, next[p], "per-producer order");
+            next[p] += 1;
+        }
+    }
+    for h in producers {
+        h.join().unwrap();
+    }
+    assert_eq!(next, [n, 2 * n]);
+}
