@@ -54,6 +54,9 @@ fn main() {
                 println!(
                     "           wait_spsc_burst1 wait_spsc_burst32 wait_wake_latency wait_idle_cpu"
                 );
+                println!(
+                    "           wait_async_wake_latency wait_async_pingpong_current wait_async_pingpong_multi"
+                );
                 return;
             }
             f if f.starts_with('-') => {

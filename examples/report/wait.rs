@@ -14,11 +14,19 @@
 //!   the worker reschedules it (a hand-back on the control ring), receives it again and
 //!   completes it; the time from the reschedule to the flush's return (two wake-ups and a
 //!   routing), p50 and p90 over the rounds.
+//! - `wait_async_wake_latency`: as `wait_wake_latency`, with the consumer awaiting the item
+//!   on a tokio current-thread runtime (`pop_async` against tokio's `mpsc::Receiver::recv`;
+//!   the producer is a plain thread: `push_wait` against `try_send`), and `pop_async` under
+//!   `flowline::wait::block_on` on a plain thread.
+//! - `wait_async_pingpong_current`, `wait_async_pingpong_multi`: one item's round trip
+//!   between two async tasks over two rings (`push_async` / `pop_async`) against two tokio
+//!   `mpsc` channels, on a current-thread runtime (both tasks on one thread) and on a
+//!   multi-thread runtime of 2 workers (not pinned: tokio places its workers); ns.
 
 use std::hint::spin_loop;
 use std::time::{Duration, Instant};
 
-use flowline::fifo::spsc;
+use flowline::fifo::{spsc, Wait};
 use flowline::wait::WaitStrategy;
 
 use crate::harness::{pair, Impl, Metric, Report};
@@ -100,6 +108,72 @@ fn latency<S: Send, R: Send>(
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize];
     vec![at(0.5), at(0.99)]
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+fn multi_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap()
+}
+
+/// One item's round trip between two spawned tasks on `rt` over two flowline rings: ns.
+/// (Spawned, as in a server: on a current-thread runtime the `block_on` future itself is
+/// polled only when the spawned tasks are idle, so a partner waiting on it spends its
+/// yields and registers every round.)
+fn async_pingpong_flowline(rt: &tokio::runtime::Runtime, rounds: u64) -> f64 {
+    rt.block_on(async move {
+        let (mut atx, mut arx) = spsc::waitable::<u64>(RING).unwrap();
+        let (mut btx, mut brx) = spsc::waitable::<u64>(RING).unwrap();
+        let pong = tokio::spawn(async move {
+            for _ in 0..rounds {
+                let v = arx.pop_async().await.unwrap();
+                btx.push_async(v).await.unwrap();
+            }
+        });
+        let ping = tokio::spawn(async move {
+            let t = Instant::now();
+            for i in 0..rounds {
+                atx.push_async(i).await.unwrap();
+                assert_eq!(brx.pop_async().await, Ok(i));
+            }
+            t.elapsed()
+        });
+        let elapsed = ping.await.unwrap();
+        pong.await.unwrap();
+        elapsed.as_nanos() as f64 / rounds as f64
+    })
+}
+
+/// The same over two tokio `mpsc` channels.
+fn async_pingpong_tokio(rt: &tokio::runtime::Runtime, rounds: u64) -> f64 {
+    rt.block_on(async move {
+        let (atx, mut arx) = tokio::sync::mpsc::channel::<u64>(RING);
+        let (btx, mut brx) = tokio::sync::mpsc::channel::<u64>(RING);
+        let pong = tokio::spawn(async move {
+            for _ in 0..rounds {
+                let v = arx.recv().await.unwrap();
+                btx.send(v).await.unwrap();
+            }
+        });
+        let ping = tokio::spawn(async move {
+            let t = Instant::now();
+            for i in 0..rounds {
+                atx.send(i).await.unwrap();
+                assert_eq!(brx.recv().await, Some(i));
+            }
+            t.elapsed()
+        });
+        let elapsed = ping.await.unwrap();
+        pong.await.unwrap();
+        elapsed.as_nanos() as f64 / rounds as f64
+    })
 }
 
 /// CPU time of the calling thread.
@@ -399,5 +473,95 @@ pub fn run(r: &mut Report) {
         ],
         vec![("flowline", Box::new(move || flush_handback(rounds)))],
         &[],
+    );
+
+    let rounds = if r.quick { 20 } else { 2000 };
+    type Rt = tokio::runtime::Runtime;
+    let impls: Vec<Impl> = vec![
+        (
+            "flowline",
+            Box::new(move || {
+                let (tx, rx) = spsc::waitable::<Instant>(RING).unwrap();
+                latency(
+                    rounds,
+                    gap,
+                    (tx, (current_thread(), rx)),
+                    |t, v| t.push_wait(v, FOREVER).unwrap(),
+                    |(rt, rx): &mut (Rt, spsc::Consumer<Instant, Wait>)| {
+                        rt.block_on(rx.pop_async()).ok()
+                    },
+                )
+            }),
+        ),
+        (
+            "flowline_block_on",
+            Box::new(move || {
+                latency(
+                    rounds,
+                    gap,
+                    spsc::waitable::<Instant>(RING).unwrap(),
+                    |t, v| t.push_wait(v, FOREVER).unwrap(),
+                    |rx| flowline::wait::block_on(rx.pop_async()).ok(),
+                )
+            }),
+        ),
+        (
+            "tokio",
+            Box::new(move || {
+                let (tx, rx) = tokio::sync::mpsc::channel::<Instant>(RING);
+                latency(
+                    rounds,
+                    gap,
+                    (tx, (current_thread(), rx)),
+                    |t, v| t.try_send(v).unwrap(),
+                    |(rt, rx): &mut (Rt, tokio::sync::mpsc::Receiver<Instant>)| {
+                        rt.block_on(rx.recv())
+                    },
+                )
+            }),
+        ),
+    ];
+    r.scenario(
+        "wait_async_wake_latency",
+        &lat,
+        impls,
+        &[("flowline", "tokio"), ("flowline_block_on", "tokio")],
+    );
+
+    let rounds: u64 = if r.quick { 1000 } else { 200_000 };
+    let ns = [Metric {
+        suffix: "",
+        unit: "ns",
+        higher_is_better: false,
+    }];
+    r.scenario(
+        "wait_async_pingpong_current",
+        &ns,
+        vec![
+            (
+                "flowline",
+                Box::new(move || vec![async_pingpong_flowline(&current_thread(), rounds)]),
+            ),
+            (
+                "tokio",
+                Box::new(move || vec![async_pingpong_tokio(&current_thread(), rounds)]),
+            ),
+        ],
+        &[("flowline", "tokio")],
+    );
+    r.scenario(
+        "wait_async_pingpong_multi",
+        &ns,
+        vec![
+            (
+                "flowline",
+                Box::new(move || vec![async_pingpong_flowline(&multi_thread(), rounds)]),
+            ),
+            (
+                "tokio",
+                Box::new(move || vec![async_pingpong_tokio(&multi_thread(), rounds)]),
+            ),
+        ],
+        &[("flowline", "tokio")],
     );
 }
