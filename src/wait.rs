@@ -651,7 +651,7 @@ pub fn block_on<F: core::future::Future>(future: F) -> F::Output {
 }
 
 /// One poll of an async wait: polls the operation, and if it must wait, first yields to
-/// the executor up to the strategy's `yields` times (`yielded` counts them), then
+/// the executor up to the strategy's `spins + yields` times (`yielded` counts them), then
 /// registers the task (`key`) on `sleepers` and re-checks with `ready`, looping while the
 /// re-check says the operation can go on. A completed operation leaves nothing registered.
 #[cfg(feature = "async")]
@@ -667,11 +667,14 @@ pub(crate) fn poll_async<H, R>(
     sleepers: impl Fn(&H) -> &Sleepers,
 ) -> core::task::Poll<Result<R, WaitError>> {
     use core::task::Poll;
-    // The strategy's yields, as self-wakes: the task goes back to its executor's queue
-    // and polls again when its turn comes, so a partner task on the same executor runs
-    // meanwhile (no registration, no heavy barrier). `Spin` and `SpinYield` never register.
+    // The strategy's spins and yields, as self-wakes: the task goes back to its
+    // executor's queue and polls again when its turn comes, so a partner task on the same
+    // executor runs meanwhile, and no registration (no heavy barrier) is needed when the
+    // partner answers within the window. A self-wake poll costs about what a few spins
+    // cost a thread, so the window is the spins and yields together (136 polls by
+    // default). `Spin` and `SpinYield` never register.
     let yields = match strategy {
-        WaitStrategy::SpinPark { yields, .. } => yields,
+        WaitStrategy::SpinPark { spins, yields } => spins.saturating_add(yields),
         WaitStrategy::Spin | WaitStrategy::SpinYield { .. } => u32::MAX,
     };
     loop {

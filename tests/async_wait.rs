@@ -191,7 +191,13 @@ fn waits_end_with_disconnected_when_the_other_end_goes() {
 /// awaits every item of a 2-slot ring, the producer awaits room for every push.
 #[test]
 fn stress_wait_wake_cycles_both_directions() {
-    let n: u32 = if cfg!(miri) { 200 } else { 100_000 };
+    // 10^5 cycles natively; fewer where CI says so (`STRESS_WAIT_CYCLES`, TSan) and under
+    // Miri.
+    let n: u32 = match std::env::var("STRESS_WAIT_CYCLES") {
+        _ if cfg!(miri) => 200,
+        Ok(v) => v.parse().expect("STRESS_WAIT_CYCLES: a number"),
+        Err(_) => 100_000,
+    };
     let (mut tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
     let p = std::thread::spawn(move || {
         let mut r = rng(3);

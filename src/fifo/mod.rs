@@ -212,10 +212,11 @@ macro_rules! async_waits {
         /// producer's publications through the same sleeper slot as
         /// [`pop_wait`](Consumer::pop_wait) (a publication checks it with one load; see
         /// [`crate::wait`]). A future that finds nothing first yields to its executor as
-        /// many times as the end's [`WaitStrategy`](crate::wait::WaitStrategy) has yields
-        /// (waking itself, so a partner task on the same executor runs meanwhile and no
-        /// registration is needed), then registers its waker; `Spin` and `SpinYield`
-        /// strategies never register (the task stays runnable: busy).
+        /// many times as the end's [`WaitStrategy`](crate::wait::WaitStrategy) has spins
+        /// and yields together (136 by default; each a self-wake, so a partner task runs
+        /// meanwhile and no registration is needed when it answers in time), then
+        /// registers its waker (which costs the heavy barrier of [`crate::wait`]); `Spin`
+        /// and `SpinYield` strategies never register (the task stays runnable: busy).
         #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
         impl<T> Consumer<T, Wait> {
             /// Waits for the next item without blocking the thread: see [`PopFuture`].
