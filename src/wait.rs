@@ -377,7 +377,18 @@ impl Sleepers {
                 self.waiting
                     .fetch_sub(tasks.len() as u32, Ordering::Relaxed);
                 drop(g);
-                for (_, waker) in tasks {
+                /// Wakes the tasks not woken yet when one waker panics (the panic then
+                /// goes on; every registration consumed here is still woken).
+                struct WakeRest(std::vec::IntoIter<(u64, core::task::Waker)>);
+                impl Drop for WakeRest {
+                    fn drop(&mut self) {
+                        for (_, waker) in self.0.by_ref() {
+                            waker.wake();
+                        }
+                    }
+                }
+                let mut rest = WakeRest(tasks.into_iter());
+                for (_, waker) in rest.0.by_ref() {
                     waker.wake();
                 }
             }
@@ -404,12 +415,17 @@ impl Sleepers {
         waker: &core::task::Waker,
         ready: impl Fn() -> bool,
     ) -> bool {
+        // User code (the waker's clone and drop) runs outside the mutex and before the
+        // count moves: a waker that panics leaves nothing counted and nothing locked, and
+        // one whose drop frees a task that deregisters here cannot deadlock.
+        let fresh = waker.clone();
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let live = key.and_then(|k| g.list.iter().position(|(kk, _)| *kk == k));
+        let mut old = None;
         if let Some(i) = live {
             // Still registered: keep the count, refresh the waker.
             if !g.list[i].1.will_wake(waker) {
-                g.list[i].1 = waker.clone();
+                old = Some(core::mem::replace(&mut g.list[i].1, fresh));
             }
         } else {
             // Announce before the barrier and the re-check, as a thread sleeper does; the
@@ -428,14 +444,16 @@ impl Sleepers {
             g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             let k = g.next_key;
             g.next_key += 1;
-            g.list.push((k, waker.clone()));
+            g.list.push((k, fresh));
             *key = Some(k);
         }
-        if ready() {
-            Self::remove(&self.waiting, &mut g, key);
-            return true;
+        let ready_now = ready();
+        if ready_now {
+            old = Self::remove(&self.waiting, &mut g, key).or(old);
         }
-        false
+        drop(g);
+        drop(old);
+        ready_now
     }
 
     /// Drops a task's registration, if a wake has not consumed it (a future dropped while
@@ -444,19 +462,38 @@ impl Sleepers {
     pub(crate) fn deregister(&self, key: &mut Option<u64>) {
         if key.is_some() {
             let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            Self::remove(&self.waiting, &mut g, key);
+            let removed = Self::remove(&self.waiting, &mut g, key);
+            drop(g);
+            drop(removed);
         }
     }
 
+    /// Whether a wake consumed the registration `key` (then `key` becomes `None`); false
+    /// if it is still registered.
     #[cfg(feature = "async")]
-    fn remove(waiting: &AtomicU32, g: &mut Wakers, key: &mut Option<u64>) {
-        if let Some(k) = key.take() {
-            if let Some(i) = g.list.iter().position(|(kk, _)| *kk == k) {
-                g.list.swap_remove(i);
-                // Relaxed: a publisher that still sees the count only takes the mutex.
-                waiting.fetch_sub(1, Ordering::Relaxed);
-            }
+    pub(crate) fn consumed(&self, key: &mut Option<u64>) -> bool {
+        let g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let live = key.is_some_and(|k| g.list.iter().any(|(kk, _)| *kk == k));
+        drop(g);
+        if !live {
+            *key = None;
         }
+        !live
+    }
+
+    /// Takes a registration out of the list; the caller drops the waker after releasing
+    /// the mutex.
+    #[cfg(feature = "async")]
+    fn remove(
+        waiting: &AtomicU32,
+        g: &mut Wakers,
+        key: &mut Option<u64>,
+    ) -> Option<core::task::Waker> {
+        let k = key.take()?;
+        let i = g.list.iter().position(|(kk, _)| *kk == k)?;
+        // Relaxed: a publisher that still sees the count only takes the mutex.
+        waiting.fetch_sub(1, Ordering::Relaxed);
+        Some(g.list.swap_remove(i).1)
     }
 
     /// Sleeps until `ready()` is true or `deadline` passes; returns `ready()`'s last
@@ -672,22 +709,29 @@ pub(crate) fn poll_async<H, R>(
     // executor runs meanwhile, and no registration (no heavy barrier) is needed when the
     // partner answers within the window. A self-wake poll costs about what a few spins
     // cost a thread, so the window is the spins and yields together (136 polls by
-    // default). `Spin` and `SpinYield` never register.
-    let yields = match strategy {
-        WaitStrategy::SpinPark { spins, yields } => spins.saturating_add(yields),
-        WaitStrategy::Spin | WaitStrategy::SpinYield { .. } => u32::MAX,
+    // default). `Spin` and `SpinYield` have no window end: they never register.
+    let window = match strategy {
+        WaitStrategy::SpinPark { spins, yields } => Some(spins.saturating_add(yields)),
+        WaitStrategy::Spin | WaitStrategy::SpinYield { .. } => None,
     };
     loop {
         let done = match poll(h) {
             Step::Ready(r) => Ok(r),
             Step::Closed => Err(WaitError::Disconnected),
-            Step::Pending if *yielded < yields || !can_sleep() => {
-                *yielded = yielded.saturating_add(1);
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
             Step::Pending => {
                 let h = &*h;
+                // Polled again after registering: if a wake consumed the registration, the
+                // window starts over (as a woken thread spins again before it sleeps), so
+                // that tasks woken together for one slot do not all register at once.
+                if key.is_some() && sleepers(h).consumed(key) {
+                    *yielded = 0;
+                }
+                let in_window = key.is_none() && window.map_or(true, |w| *yielded < w);
+                if in_window || !can_sleep() {
+                    *yielded = yielded.saturating_add(1);
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
                 if sleepers(h).register_waker(key, cx.waker(), || ready(h)) {
                     continue;
                 }
@@ -765,5 +809,54 @@ mod tests {
             1,
             "nobody registered, nobody woken"
         );
+    }
+    /// A waker that panics in `wake` (`on_wake`) or in `clone`.
+    fn bad_waker(on_wake: bool) -> Waker {
+        use std::task::{RawWaker, RawWakerVTable};
+        static WAKE_PANICS: RawWakerVTable = RawWakerVTable::new(
+            |p| RawWaker::new(p, &WAKE_PANICS),
+            |_| panic!("waker panics in wake"),
+            |_| panic!("waker panics in wake_by_ref"),
+            |_| {},
+        );
+        static CLONE_PANICS: RawWakerVTable =
+            RawWakerVTable::new(|_| panic!("waker panics in clone"), |_| {}, |_| {}, |_| {});
+        let vtable = if on_wake { &WAKE_PANICS } else { &CLONE_PANICS };
+        // SAFETY: the vtables never dereference the data pointer, and `clone` returns a
+        // waker with the same (valid) vtable.
+        unsafe { Waker::from_raw(RawWaker::new(core::ptr::null(), vtable)) }
+    }
+
+    /// A waker that panics leaves the other registrations woken and the count exact;
+    /// one whose clone panics leaves nothing counted.
+    #[test]
+    fn panicking_wakers_lose_no_other_wake_and_no_count() {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        register();
+        let s = Sleepers::new();
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        let good = Waker::from(c.clone());
+        let bad = bad_waker(true);
+        let (mut a, mut b) = (None, None);
+        assert!(!s.register_waker(&mut a, &bad, || false));
+        assert!(!s.register_waker(&mut b, &good, || false));
+        assert!(catch_unwind(AssertUnwindSafe(|| s.notify())).is_err());
+        assert_eq!(
+            c.0.load(Ordering::SeqCst),
+            1,
+            "woken despite the other's panic"
+        );
+        assert_eq!(s.waiting.load(Ordering::SeqCst), 0);
+        let clone_panics = bad_waker(false);
+        let mut k = None;
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            s.register_waker(&mut k, &clone_panics, || false)
+        }));
+        assert!(r.is_err());
+        assert_eq!((s.waiting.load(Ordering::SeqCst), k), (0, None));
+        // Registrations still work afterwards.
+        assert!(!s.register_waker(&mut k, &good, || false));
+        s.notify();
+        assert_eq!(c.0.load(Ordering::SeqCst), 2);
     }
 }

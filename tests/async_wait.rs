@@ -154,6 +154,46 @@ fn a_future_first_yields_to_its_executor_then_registers() {
     }
 }
 
+/// Tasks woken together for one slot start their yield window again, as woken threads
+/// spin again: the one that loses the slot yields before it registers again (so K
+/// producers woken for one slot do not run K - 1 heavy barriers at once).
+#[test]
+fn woken_tasks_yield_again_before_registering_again() {
+    let (tx, mut rx) = mpsc::waitable::<u32>(1).unwrap();
+    let (mut ta, mut tb) = (tx.clone(), tx);
+    let one_yield = WaitStrategy::SpinPark {
+        spins: 0,
+        yields: 1,
+    };
+    ta.set_wait_strategy(one_yield);
+    tb.set_wait_strategy(one_yield);
+    ta.push(0).unwrap();
+    let (ca, wa) = counting();
+    let (cb, wb) = counting();
+    let mut fa = pin!(ta.push_async(1));
+    let mut fb = pin!(tb.push_async(2));
+    let (mut xa, mut xb) = (Context::from_waker(&wa), Context::from_waker(&wb));
+    for _ in 0..2 {
+        // One self-wake each, then registered.
+        assert!(fa.as_mut().poll(&mut xa).is_pending());
+        assert!(fb.as_mut().poll(&mut xb).is_pending());
+    }
+    let counts = || (ca.0.load(Ordering::SeqCst), cb.0.load(Ordering::SeqCst));
+    assert_eq!(counts(), (1, 1));
+    assert_eq!(rx.pop(), Some(0)); // one slot frees: both woken
+    assert_eq!(counts(), (2, 2));
+    assert!(fa.as_mut().poll(&mut xa).is_ready());
+    // B lost the slot: it yields (a self-wake) instead of registering at once.
+    assert!(fb.as_mut().poll(&mut xb).is_pending());
+    assert_eq!(counts().1, 3);
+    assert!(fb.as_mut().poll(&mut xb).is_pending()); // now registered
+    assert_eq!(counts().1, 3);
+    assert_eq!(rx.pop(), Some(1));
+    assert_eq!(counts().1, 4);
+    assert!(fb.as_mut().poll(&mut xb).is_ready());
+    assert_eq!(rx.pop(), Some(2));
+}
+
 #[test]
 fn waits_end_with_disconnected_when_the_other_end_goes() {
     // Pending pop, then the producer is dropped: woken, and told.

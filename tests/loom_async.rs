@@ -11,7 +11,7 @@ use flowline::fifo::{mpsc, spsc};
 use flowline::wait::{WaitError, WaitStrategy};
 
 /// Registers at the first poll that finds nothing (the default strategy first yields to
-/// the executor 8 times, each a self-wake: more states, and the same registration after).
+/// the executor 136 times, each a self-wake: more states, and the same registration after).
 const REGISTER_AT_ONCE: WaitStrategy = WaitStrategy::SpinPark {
     spins: 0,
     yields: 0,

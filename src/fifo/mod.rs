@@ -217,6 +217,11 @@ macro_rules! async_waits {
         /// meanwhile and no registration is needed when it answers in time), then
         /// registers its waker (which costs the heavy barrier of [`crate::wait`]); `Spin`
         /// and `SpinYield` strategies never register (the task stays runnable: busy).
+        ///
+        /// As with the blocking waits, an SPSC consumer that pops single items and then
+        /// awaits something else (another ring's `push_async`, say) should call
+        /// `release_pending` first, or its producer may wait for room that is already
+        /// free (see "Lazy release" in the `spsc` module docs).
         #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
         impl<T> Consumer<T, Wait> {
             /// Waits for the next item without blocking the thread: see [`PopFuture`].
