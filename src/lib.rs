@@ -12,7 +12,7 @@
 //! | [`counter`] | per-writer sharded counters and counter groups | a shared `atomic_long_inc` capped 12 pktgen threads at 24 Mpps; each writer owns its line |
 //! | [`distributor`] | the reference flow-affinity distributor, built from the parts above | packets travel in per-worker rings, one index store per burst; flow state never leaves the distributor's thread |
 //! | [`lockmeter`] | a TTAS spinlock, and spinlock / `std` mutex wrappers metered per lock site, with a lockmeter-style table | where code still takes locks, contention is seen per site (hold, wait, UTIL, % CPU waiting) before it is guessed at; metering writes only the thread's own counter shard |
-//! | [`wait`] | wait strategies (spin, spin then yield, spin then park) and blocking ring operations (`pop_wait`, `push_wait`, ...) | an idle consumer need not burn a core; a busy publisher pays one load of a line nobody writes, never a shared write |
+//! | [`wait`] | wait strategies (spin, spin then yield, spin then park) and blocking ring operations (`pop_wait`, `push_wait`, ...), and their async forms (`pop_async`, `push_async`, ...; feature `async`) | an idle consumer need not burn a core; a busy publisher pays one load of a line nobody writes, never a shared write |
 //! | [`topology`] | CPU count, pinning, current CPU | a migrating hot-path thread takes its cache with it; benchmarks need fixed placement |
 //!
 //! ## Features
