@@ -295,3 +295,77 @@ fn mpsc_two_async_producers_and_a_burst_consumer() {
     }
     assert_eq!(next, [n, 2 * n]);
 }
+
+/// The distributor's workers waiting asynchronously: two workers on threads awaiting
+/// `recv_burst_async`, every packet back exactly once through `flush`; a wait dropped
+/// before it completes takes nothing; the future is `Send` (it can run on a multi-thread
+/// executor).
+#[test]
+fn distributor_workers_receive_asynchronously() {
+    use flowline::distributor::{self, Config};
+    let n: u64 = if cfg!(miri) { 50 } else { 20_000 };
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 16,
+        },
+        |p: &u64| *p % 64,
+    )
+    .unwrap();
+    // A wait that is dropped while pending takes nothing.
+    {
+        let w = &mut ws[0];
+        let mut b = Vec::new();
+        {
+            let fut = w.recv_burst_async(&mut b, 8);
+            fn is_send<F: Send>(_: &F) {}
+            is_send(&fut);
+            let (_c, wk) = counting();
+            let mut fut = pin!(fut);
+            assert!(fut
+                .as_mut()
+                .poll(&mut Context::from_waker(&wk))
+                .is_pending());
+        }
+        assert!(b.is_empty());
+    }
+    let workers: Vec<_> = ws
+        .into_iter()
+        .map(|mut w| {
+            std::thread::spawn(move || {
+                block_on(async move {
+                    let mut b = Vec::new();
+                    let mut seen = 0u64;
+                    while let Ok(k) = w.recv_burst_async(&mut b, 8).await {
+                        assert_eq!(k, b.len());
+                        seen += k as u64;
+                        w.done_burst(&mut b).unwrap();
+                    }
+                    seen
+                })
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut next = 0u64;
+    let mut pending = Vec::new();
+    while next < n || !pending.is_empty() {
+        // New packets after the ones the distributor left with us (they keep their order).
+        while pending.len() < 32 && next < n {
+            pending.push(next);
+            next += 1;
+        }
+        d.distribute(&mut pending).unwrap();
+        d.collect(&mut out);
+    }
+    d.flush(&mut out, Duration::from_secs(60)).unwrap();
+    drop(d);
+    let seen: u64 = workers.into_iter().map(|h| h.join().unwrap()).sum();
+    out.sort_unstable();
+    assert_eq!(
+        out,
+        (0..n).collect::<Vec<_>>(),
+        "every packet back exactly once"
+    );
+    assert_eq!(seen, n);
+}

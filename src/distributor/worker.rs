@@ -262,6 +262,53 @@ impl<T> Worker<T> {
         Ok(n)
     }
 
+    /// The async form of [`recv_burst_wait`](Self::recv_burst_wait) (feature `async`):
+    /// waits without blocking the thread until at least one packet is there, then appends
+    /// up to `max` and returns how many (0 only for `max == 0`). It waits as the rings'
+    /// futures do (see [`fifo::spsc::Consumer::pop_burst_async`](crate::fifo::spsc::Consumer::pop_burst_async)),
+    /// by this worker's [`WaitStrategy`]. Dropping the future before it completes takes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] once the distributor is dropped and nothing is left.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// let t = std::thread::spawn(move || {
+    ///     flowline::wait::block_on(async move {
+    ///         let mut b = Vec::new();
+    ///         while let Ok(_) = w.recv_burst_async(&mut b, 8).await {
+    ///             w.done_burst(&mut b).unwrap();
+    ///         }
+    ///     })
+    /// });
+    /// d.distribute(&mut vec![1, 2, 3]).unwrap();
+    /// let mut out = Vec::new();
+    /// d.flush(&mut out, Duration::from_secs(10)).unwrap();
+    /// assert_eq!(out, [1, 2, 3]);
+    /// drop(d); // the worker's wait ends with Disconnected
+    /// t.join().unwrap();
+    /// ```
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    pub async fn recv_burst_async(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+    ) -> Result<usize, WaitError> {
+        // Counted in the same poll that takes the packets: no await point in between.
+        let n = self.ends.rx.pop_burst_async(out, max).await?;
+        self.held += n;
+        if n > 0 {
+            self.stats.add(RECEIVED, n as u64);
+        }
+        Ok(n)
+    }
+
     /// **Testing only:** whether a `flush` of this worker's distributor is asleep now,
     /// waiting for a hand-back (so a test can hand one back exactly then). Hidden from the
     /// docs and outside any semver promise.
