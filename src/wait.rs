@@ -542,6 +542,44 @@ impl Sleepers {
     }
 }
 
+/// One poll of a wait for one item, for `pop_wait` and `pop_async` of both rings: the item
+/// `pop` returns, or, when it finds none and the other end is `gone`, one more `pop`
+/// (items published before the drop are seen after it) and `Closed` if that finds nothing.
+pub(crate) fn poll_one<H, R>(
+    h: &mut H,
+    mut pop: impl FnMut(&mut H) -> Option<R>,
+    gone: impl Fn(&H) -> bool,
+) -> Step<R> {
+    match pop(h) {
+        Some(v) => Step::Ready(v),
+        None if gone(h) => pop(h).map_or(Step::Closed, Step::Ready),
+        None => Step::Pending,
+    }
+}
+
+/// One poll of a wait for room, for `push_wait` and `push_async` of both rings: `Closed`
+/// if the other end is `gone` (checked first: an item is never pushed into a ring nobody
+/// reads) or the item was already pushed; otherwise `push` of the item in `slot`, which
+/// stays there if the ring is full.
+pub(crate) fn poll_push<H, T>(
+    h: &mut H,
+    slot: &mut Option<T>,
+    push: impl FnOnce(&mut H, T) -> Result<(), T>,
+    gone: impl Fn(&H) -> bool,
+) -> Step<()> {
+    if gone(h) {
+        return Step::Closed;
+    }
+    match slot.take().map(|v| push(h, v)) {
+        Some(Ok(())) => Step::Ready(()),
+        Some(Err(v)) => {
+            *slot = Some(v);
+            Step::Pending
+        }
+        None => Step::Closed,
+    }
+}
+
 /// One poll of a wait for items that takes (or counts) them with `take`, for the burst
 /// and `wait_for_items` forms of both rings: what `take` returned, or, when it returned 0
 /// and the other end is `gone`, one more `take` (items published before the drop are seen

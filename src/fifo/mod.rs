@@ -53,12 +53,7 @@ macro_rules! async_waits {
                     &mut this.yielded,
                     strategy,
                     cx,
-                    |c| match c.pop() {
-                        Some(v) => Step::Ready(v),
-                        // Gone, then empty again: items published before the drop were seen.
-                        None if c.is_abandoned() => c.pop().map_or(Step::Closed, Step::Ready),
-                        None => Step::Pending,
-                    },
+                    |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
                     |c| &c.shared.items,
                 )
@@ -162,20 +157,7 @@ macro_rules! async_waits {
                     &mut this.yielded,
                     strategy,
                     cx,
-                    |p| {
-                        if p.is_abandoned() {
-                            return Step::Closed;
-                        }
-                        match slot.take().map(|v| p.push(v)) {
-                            Some(Ok(())) => Step::Ready(()),
-                            Some(Err(v)) => {
-                                *slot = Some(v);
-                                Step::Pending
-                            }
-                            // Polled after it completed.
-                            None => Step::Closed,
-                        }
-                    },
+                    |p| wait::poll_push(p, slot, Producer::push, Producer::is_abandoned),
                     Producer::has_room_or_closed,
                     |p| &p.shared.room,
                 );

@@ -686,19 +686,7 @@ impl<T> Producer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |p| {
-                if p.is_abandoned() {
-                    return Step::Closed;
-                }
-                match slot.take().map(|v| p.push(v)) {
-                    Some(Ok(())) => Step::Ready(()),
-                    Some(Err(v)) => {
-                        slot = Some(v);
-                        Step::Pending
-                    }
-                    None => Step::Closed,
-                }
-            },
+            |p| wait::poll_push(p, &mut slot, Producer::push, Producer::is_abandoned),
             Producer::has_room_or_closed,
             |p| &p.shared.room,
         );
@@ -1352,12 +1340,7 @@ impl<T> Consumer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |c| match c.pop() {
-                Some(v) => Step::Ready(v),
-                // Gone, then empty again: items published before the drop were seen.
-                None if c.is_abandoned() => c.pop().map_or(Step::Closed, Step::Ready),
-                None => Step::Pending,
-            },
+            |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )
