@@ -627,11 +627,16 @@ pub(crate) fn wait_loop<H, R>(
         Step::Closed => return Err(WaitError::Disconnected),
         Step::Pending => {}
     }
-    wait_slow(h, strategy, timeout, poll, ready, sleepers)
+    wait_after_miss(h, strategy, timeout, poll, ready, sleepers)
 }
 
+/// [`wait_loop`] for a caller whose own poll has just found nothing: it pauses (spins,
+/// yields or sleeps by `strategy`) before every poll, the first included. A poll that
+/// finds the ring empty (or full) has read the other end's index line, taking it from its
+/// writer; polling again at once would take it again before the writer could move, so
+/// a busy wait polls exactly as often as a loop of `pop` and `spin_loop` does.
 #[inline(never)]
-fn wait_slow<H, R>(
+pub(crate) fn wait_after_miss<H, R>(
     h: &mut H,
     strategy: WaitStrategy,
     timeout: Duration,
@@ -663,12 +668,8 @@ fn wait_slow<H, R>(
     let spin_forever = strategy == WaitStrategy::Spin;
     let mut n = 0u32;
     loop {
-        match poll(h) {
-            Step::Ready(r) => return Ok(r),
-            Step::Closed => return Err(WaitError::Disconnected),
-            Step::Pending => {}
-        }
-        // The clock every 64 polls while spinning, on every poll after.
+        // Every pass follows a poll that found nothing. The clock every 64 polls while
+        // spinning, on every poll after.
         if (n >= spins || n % 64 == 63) && expired(&mut deadline) {
             return Err(WaitError::Timeout);
         }
@@ -684,6 +685,11 @@ fn wait_slow<H, R>(
             // Woken (or timed out, or spurious): spin again before the next sleep, so
             // several threads woken for one slot do not all go back to sleep at once.
             n = 0;
+        }
+        match poll(h) {
+            Step::Ready(r) => return Ok(r),
+            Step::Closed => return Err(WaitError::Disconnected),
+            Step::Pending => {}
         }
     }
 }

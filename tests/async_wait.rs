@@ -369,3 +369,44 @@ fn distributor_workers_receive_asynchronously() {
     );
     assert_eq!(seen, n);
 }
+
+#[test]
+#[should_panic(expected = "PopFuture polled after it completed")]
+fn a_completed_pop_future_polled_again_panics_and_takes_nothing() {
+    let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    tx.push(1).unwrap();
+    tx.push(2).unwrap();
+    let (_c, w) = counting();
+    let mut cx = Context::from_waker(&w);
+    let mut fut = pin!(rx.pop_async());
+    assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+    let _ = fut.as_mut().poll(&mut cx);
+}
+
+#[test]
+fn completed_burst_futures_polled_again_panic_and_take_nothing() {
+    let (mut tx, mut rx) = mpsc::waitable::<u32>(4).unwrap();
+    tx.push(1).unwrap();
+    let (_c, w) = counting();
+    let mut out = Vec::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context::from_waker(&w);
+        let mut fut = pin!(rx.pop_burst_async(&mut out, 8));
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(1)));
+        tx.push(2).unwrap();
+        let _ = fut.as_mut().poll(&mut cx);
+    }));
+    let msg = *r.unwrap_err().downcast::<&str>().unwrap();
+    assert_eq!(msg, "mpsc::PopBurstFuture polled after it completed");
+    assert_eq!(out, [1]);
+    assert_eq!(rx.pop(), Some(2), "the second poll took nothing");
+    // `max == 0` completes at once, and also only once.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context::from_waker(&w);
+        let mut out = Vec::new();
+        let mut fut = pin!(rx.pop_burst_async(&mut out, 0));
+        assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(0)));
+        let _ = fut.as_mut().poll(&mut cx);
+    }));
+    assert!(r.is_err());
+}

@@ -177,7 +177,7 @@ impl Report {
         for (i, (impl_name, _)) in impls.iter().enumerate() {
             let mut per_metric = Vec::new();
             for (m, metric) in metrics.iter().enumerate() {
-                let v = median(&mut samples[i][m]);
+                let v = median(&mut samples[i][m].clone());
                 per_metric.push(v);
                 self.emit(
                     format!("{impl_name}_{name}{}", metric.suffix),
@@ -196,6 +196,24 @@ impl Report {
                 vb / va
             };
             self.emit(format!("ratio_{name}_{a}_vs_{b}"), r, "x");
+            // The same ratio taken within each repetition (A and B ran back to back, so
+            // mostly in one placement), then the median: steadier when the placement
+            // moves between repetitions.
+            let ia = impls.iter().position(|(n, _)| *n == a).expect("ratio impl");
+            let ib = impls.iter().position(|(n, _)| *n == b).expect("ratio impl");
+            let mut paired: Vec<f64> = samples[ia][0]
+                .iter()
+                .zip(&samples[ib][0])
+                .map(|(&x, &y)| {
+                    if metrics[0].higher_is_better {
+                        x / y
+                    } else {
+                        y / x
+                    }
+                })
+                .collect();
+            let p = median(&mut paired);
+            self.emit(format!("pratio_{name}_{a}_vs_{b}"), p, "x");
         }
         self.emit("probe_rtt_ns".into(), after, "ns");
         if before.max(after) > 1.5 * before.min(after) {

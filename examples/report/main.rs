@@ -6,7 +6,10 @@
 //!
 //! Runs all scenarios, or those whose name contains a FILTER, and prints one line per
 //! figure, `name value unit` (`name` = `<impl>_<scenario>`), ratio lines
-//! `ratio_<scenario>_<a>_vs_<b> value x` (above 1: `a` wins), and `probe_rtt_ns` (CPU 0 <->
+//! `ratio_<scenario>_<a>_vs_<b> value x` (above 1: `a` wins; the ratio of the medians),
+//! `pratio_<scenario>_<a>_vs_<b> value x` (the median of the ratios taken within each
+//! repetition, where `a` and `b` ran back to back: steadier when the placement moves
+//! between repetitions), and `probe_rtt_ns` (CPU 0 <->
 //! CPU 1 cache-line round trip) before and after each scenario; then a table. Threads are
 //! pinned to CPU 0 and CPU 1; compared implementations alternate within a scenario and the
 //! printed value is the median of the repetitions. `--quick` shrinks every loop (a smoke

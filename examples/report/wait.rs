@@ -1,7 +1,9 @@
 //! `wait_*` scenarios: the blocking ring operations (`flowline::wait`).
 //! - `wait_spsc_burst1`, `wait_spsc_burst32`: throughput while busy, the waiting API
 //!   (`push_wait` / `pop_wait`, default strategy) against the polling one (`push` / `pop`
-//!   spinning on failure), same ring, same shape; target within 3%.
+//!   spinning on failure), same ring, same shape; target within 3%. At burst 1 also
+//!   `flowline_waitable`: `push` / `pop` on a `waitable` ring, which separates what the
+//!   waitable ring's publications cost (the sleeper check) from what the waiting calls add.
 //! - `wait_wake_latency`: the producer sends one timestamp every 300 us into an empty
 //!   channel whose consumer is asleep by then; the consumer's delay from send to wake-up,
 //!   p50 and p99, against `std::sync::mpsc::sync_channel` and `crossbeam_channel::bounded`.
@@ -329,8 +331,25 @@ pub fn run(r: &mut Report) {
                 "flowline",
                 Box::new(move || vec![crate::spsc::flowline_single(n1, Placement::Stack)]),
             ),
+            (
+                "flowline_waitable",
+                Box::new(move || {
+                    let (tx, rx) = spsc::waitable::<u64>(RING).unwrap();
+                    vec![single(
+                        n1,
+                        tx,
+                        rx,
+                        Placement::Stack,
+                        |t, v| t.push(v).is_ok(),
+                        |r| r.pop(),
+                    )]
+                }),
+            ),
         ],
-        &[("flowline_wait", "flowline")],
+        &[
+            ("flowline_wait", "flowline"),
+            ("flowline_waitable", "flowline"),
+        ],
     );
     let n32: u64 = if r.quick { 100_000 } else { 16 << 20 };
     r.scenario(

@@ -28,7 +28,8 @@ macro_rules! async_waits {
         /// [`WaitError::Disconnected`] once every producer is gone and the ring is empty.
         ///
         /// Dropping it while it waits withdraws its registration; a wake it missed goes to
-        /// nobody, and the items stay in the ring.
+        /// nobody, and the items stay in the ring. Polling it again after it completed
+        /// panics (it never takes a second item).
         #[must_use = "futures do nothing unless polled"]
         pub struct PopFuture<'a, T> {
             consumer: &'a mut Consumer<T, Wait>,
@@ -36,6 +37,8 @@ macro_rules! async_waits {
             key: Option<u64>,
             /// Times it yielded to the executor before registering.
             yielded: u32,
+            /// It returned `Ready`.
+            done: bool,
         }
 
         impl<T> core::future::Future for PopFuture<'_, T> {
@@ -46,8 +49,12 @@ macro_rules! async_waits {
                 cx: &mut core::task::Context<'_>,
             ) -> core::task::Poll<Self::Output> {
                 let this = self.get_mut();
+                assert!(
+                    !this.done,
+                    concat!(stringify!($ring), "::PopFuture polled after it completed")
+                );
                 let strategy = this.consumer.strategy;
-                wait::poll_async(
+                let r = wait::poll_async(
                     &mut *this.consumer,
                     &mut this.key,
                     &mut this.yielded,
@@ -56,7 +63,9 @@ macro_rules! async_waits {
                     |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
                     |c| &c.shared.items,
-                )
+                );
+                this.done = r.is_ready();
+                r
             }
         }
 
@@ -75,7 +84,8 @@ macro_rules! async_waits {
         }
 
         /// The future of [`Consumer::pop_burst_async`]: how many items it moved (at least
-        /// one), or [`WaitError::Disconnected`].
+        /// one), or [`WaitError::Disconnected`]. Polling it again after it completed
+        /// panics (it never takes a second burst).
         #[must_use = "futures do nothing unless polled"]
         pub struct PopBurstFuture<'a, T> {
             consumer: &'a mut Consumer<T, Wait>,
@@ -83,6 +93,7 @@ macro_rules! async_waits {
             max: usize,
             key: Option<u64>,
             yielded: u32,
+            done: bool,
         }
 
         impl<T> core::future::Future for PopBurstFuture<'_, T> {
@@ -93,12 +104,17 @@ macro_rules! async_waits {
                 cx: &mut core::task::Context<'_>,
             ) -> core::task::Poll<Self::Output> {
                 let this = self.get_mut();
+                assert!(
+                    !this.done,
+                    concat!(stringify!($ring), "::PopBurstFuture polled after it completed")
+                );
                 if this.max == 0 {
+                    this.done = true;
                     return core::task::Poll::Ready(Ok(0));
                 }
                 let (out, max) = (&mut *this.out, this.max);
                 let strategy = this.consumer.strategy;
-                wait::poll_async(
+                let r = wait::poll_async(
                     &mut *this.consumer,
                     &mut this.key,
                     &mut this.yielded,
@@ -107,7 +123,9 @@ macro_rules! async_waits {
                     |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
                     |c| &c.shared.items,
-                )
+                );
+                this.done = r.is_ready();
+                r
             }
         }
 
@@ -222,6 +240,7 @@ macro_rules! async_waits {
                     consumer: self,
                     key: None,
                     yielded: 0,
+                    done: false,
                 }
             }
 
@@ -249,6 +268,7 @@ macro_rules! async_waits {
                     max,
                     key: None,
                     yielded: 0,
+                    done: false,
                 }
             }
         }
@@ -278,6 +298,150 @@ macro_rules! async_waits {
                     value: Some(value),
                     key: None,
                     yielded: 0,
+                }
+            }
+        }
+
+        /// The consumer as a [`futures_core::Stream`] of its items (feature `stream`), made
+        /// by [`Consumer::into_stream`]: each item as [`pop_async`](Consumer::pop_async)
+        /// takes it, waiting the same way, and `None` once every producer is gone and the
+        /// ring is empty (then always `None`: it is a
+        /// [`FusedStream`](futures_core::stream::FusedStream)). Dropping it withdraws a
+        /// pending registration and drops the consumer (the items left in the ring are
+        /// dropped once, with the last end).
+        ///
+        /// ```
+        /// use core::pin::Pin;
+        /// use futures_core::Stream;
+        #[doc = concat!("let (mut tx, rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(4).unwrap();")]
+        /// let t = std::thread::spawn(move || {
+        ///     for v in 1..=3 {
+        ///         tx.push_wait(v, std::time::Duration::MAX).unwrap();
+        ///     }
+        /// });
+        /// let mut items = rx.into_stream();
+        /// let mut got = Vec::new();
+        /// flowline::wait::block_on(async {
+        ///     while let Some(v) = core::future::poll_fn(|cx| Pin::new(&mut items).poll_next(cx)).await {
+        ///         got.push(v);
+        ///     }
+        /// });
+        /// t.join().unwrap();
+        /// assert_eq!(got, [1, 2, 3]);
+        /// ```
+        #[cfg(feature = "stream")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "stream")))]
+        #[must_use = "streams do nothing unless polled"]
+        pub struct ItemStream<T> {
+            /// `None` only inside `into_inner`, which moves it out.
+            consumer: Option<Consumer<T, Wait>>,
+            key: Option<u64>,
+            yielded: u32,
+            /// It returned `None`.
+            done: bool,
+        }
+
+        #[cfg(feature = "stream")]
+        impl<T> ItemStream<T> {
+            /// The consumer back, with its registration (if any) withdrawn.
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(4).unwrap();")]
+            /// tx.push(5).unwrap();
+            /// let mut rx = rx.into_stream().into_inner();
+            /// assert_eq!(rx.pop(), Some(5));
+            /// ```
+            pub fn into_inner(mut self) -> Consumer<T, Wait> {
+                let consumer = self.consumer.take().expect("present until into_inner");
+                consumer.shared.items.deregister(&mut self.key);
+                consumer
+            }
+        }
+
+        #[cfg(feature = "stream")]
+        impl<T> futures_core::Stream for ItemStream<T> {
+            type Item = T;
+
+            fn poll_next(
+                self: core::pin::Pin<&mut Self>,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Option<T>> {
+                use core::task::Poll;
+                let this = self.get_mut();
+                if this.done {
+                    return Poll::Ready(None);
+                }
+                let consumer = this.consumer.as_mut().expect("present until into_inner");
+                let strategy = consumer.strategy;
+                match wait::poll_async(
+                    consumer,
+                    &mut this.key,
+                    &mut this.yielded,
+                    strategy,
+                    cx,
+                    |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
+                    Consumer::has_items_or_closed,
+                    |c| &c.shared.items,
+                ) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(Ok(v)) => {
+                        // The next item's wait starts a fresh window, as a new `pop_async`.
+                        this.yielded = 0;
+                        Poll::Ready(Some(v))
+                    }
+                    // Only `Disconnected`: a stream wait has no deadline.
+                    Poll::Ready(Err(_)) => {
+                        this.done = true;
+                        Poll::Ready(None)
+                    }
+                }
+            }
+        }
+
+        #[cfg(feature = "stream")]
+        impl<T> futures_core::stream::FusedStream for ItemStream<T> {
+            fn is_terminated(&self) -> bool {
+                self.done
+            }
+        }
+
+        #[cfg(feature = "stream")]
+        impl<T> Drop for ItemStream<T> {
+            fn drop(&mut self) {
+                if let Some(c) = self.consumer.as_mut() {
+                    c.shared.items.deregister(&mut self.key);
+                }
+            }
+        }
+
+        #[cfg(feature = "stream")]
+        impl<T> fmt::Debug for ItemStream<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(concat!(stringify!($ring), "::ItemStream"))
+                    .field("registered", &self.key.is_some())
+                    .field("terminated", &self.done)
+                    .finish()
+            }
+        }
+
+        #[cfg(feature = "stream")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "stream")))]
+        impl<T> Consumer<T, Wait> {
+            /// This consumer as a [`futures_core::Stream`] of its items: see [`ItemStream`].
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(4).unwrap();")]
+            /// tx.push(1).unwrap();
+            /// drop(tx);
+            /// let s = rx.into_stream();
+            /// assert!(!futures_core::stream::FusedStream::is_terminated(&s));
+            /// ```
+            pub fn into_stream(self) -> ItemStream<T> {
+                ItemStream {
+                    consumer: Some(self),
+                    key: None,
+                    yielded: 0,
+                    done: false,
                 }
             }
         }

@@ -1380,7 +1380,7 @@ impl<T> Producer<T, Wait> {
     #[inline(never)]
     fn push_wait_slow(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
         let mut slot = Some(value);
-        let r = wait::wait_loop(
+        let r = wait::wait_after_miss(
             self,
             self.strategy,
             timeout,
@@ -1502,7 +1502,7 @@ impl<T> Consumer<T, Wait> {
     #[cold]
     #[inline(never)]
     fn pop_wait_slow(&mut self, timeout: Duration) -> Result<T, WaitError> {
-        wait::wait_loop(
+        wait::wait_after_miss(
             self,
             self.strategy,
             timeout,
