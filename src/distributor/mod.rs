@@ -88,6 +88,7 @@
 //! ```
 
 mod flows;
+pub mod nodes;
 mod worker;
 
 use core::fmt;
@@ -442,6 +443,11 @@ pub struct Distributor<T, F> {
     wake: Arc<CachePadded<Sleepers>>,
     /// The flush's first and longest nap.
     naps: (Duration, Duration),
+    /// Set when this distributor is one node of a multi-node layout ([`nodes`]): which
+    /// tags it owns. Rescheduled packets of tags owned by another node are not routed here
+    /// but moved to `exported`, in order, for the node to send over its bridge.
+    ownership: Option<nodes::Ownership>,
+    exported: Vec<T>,
 }
 
 /// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
@@ -542,6 +548,8 @@ where
         check_order: true,
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
+        ownership: None,
+        exported: Vec::new(),
     };
     Ok((dist, workers))
 }
@@ -628,6 +636,11 @@ where
             // Tag it while it is still in the backlog: if `tag` panics, nothing is lost.
             let t = (self.tag)(self.backlog.front().expect("counted"));
             let p = self.backlog.pop_front().expect("counted");
+            if self.ownership.is_some_and(|o| !o.owns(t)) {
+                // A reschedule to a tag another node owns: that node routes it.
+                self.exported.push(p);
+                continue;
+            }
             if !self.blocked.is_empty() && self.blocked.contains(&t) {
                 self.backlog.push_back(p);
                 continue;

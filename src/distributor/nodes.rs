@@ -1,0 +1,765 @@
+//! One distributor per NUMA node, bridged by SPSC rings that move bursts between nodes.
+//!
+//! A distributor whose workers span two sockets misses the last-level cache on a third to
+//! half of its loads once the workers are on both (DPDK's distributor study); its
+//! maintainers' fix is a distributor per socket, with a ring that moves large bursts of
+//! packets to the other socket and the distribution done locally. [`new`] builds that
+//! layout: `nodes` [`NodeDistributor`]s, each with its own workers, and one SPSC bridge ring
+//! from every node to every other.
+//!
+//! * **Ownership.** Every flow tag has one owning node, [`owner_of`] (a hash of the tag).
+//!   Packets may enter at any node: [`NodeDistributor::distribute`] routes those of tags it
+//!   owns to its workers, as [`Distributor::distribute`] does, and moves the others onto
+//!   the bridge to their owner, one index publication per destination per call.
+//! * **Order.** Packets of one flow that enter at one node are processed in the order they
+//!   entered: they all take the same path (that node's workers, or one bridge, which is a
+//!   FIFO, then the owner's distributor, which keeps each source's order). For a flow that
+//!   enters at two nodes, each entry's packets keep their order; how the two sequences
+//!   interleave is not specified (as for two threads feeding one distributor in turns).
+//! * **Exactly once.** Every packet comes back once, at the node that processed it (its
+//!   owner's [`collect`](NodeDistributor::collect)), or is counted as dropped or lost
+//!   there. A worker's reschedule to a tag another node owns goes over the bridge to that
+//!   node, ahead of any later packet of that flow entering here.
+//! * **Backpressure.** A full bridge (or a local worker without credit) leaves packets with
+//!   the caller: that packet and every later packet for the same destination in the burst
+//!   (so each flow's order holds on the retry). Packets that came over a bridge and cannot
+//!   be placed yet wait in the receiving node, which then reads no more from that bridge
+//!   until they are placed: the bridge fills and the sending node's caller keeps its
+//!   packets.
+//! * **Flush.** [`NodeDistributor::flush`] returns once every packet that entered any node
+//!   has come back (collected, dropped or lost), so the nodes' threads flush together.
+//!   Each node keeps two counts on a line of its own (packets entered here, packets
+//!   finished here), written by its thread once per call when they changed and read by
+//!   the others only while they flush.
+//!
+//! Cross-node lines written per call: per destination that received packets, the bridge's
+//! packet lines and **one** index line (its tail); per source read, **one** index line (its
+//! head, released by the burst read); plus the node's own progress line when its counts
+//! changed (read by nobody while nobody flushes).
+//!
+//! ```
+//! use flowline::distributor::nodes::{self, NodesConfig};
+//!
+//! // Two nodes, one worker each; packets are (flow, sequence) and the flow is the tag.
+//! let cfg = NodesConfig { nodes: 2, workers_per_node: 1, credit: 64, bridge: 256 };
+//! let layout = nodes::new(cfg, |p: &(u64, u64)| p.0).unwrap();
+//! let threads: Vec<_> = layout
+//!     .into_iter()
+//!     .map(|(mut node, workers)| {
+//!         std::thread::spawn(move || {
+//!             let worker_threads: Vec<_> = workers
+//!                 .into_iter()
+//!                 .map(|mut w| {
+//!                     std::thread::spawn(move || {
+//!                         let mut b = Vec::new();
+//!                         while w.recv_burst_wait(&mut b, 32, std::time::Duration::MAX).is_ok() {
+//!                             w.done_burst(&mut b).unwrap();
+//!                         }
+//!                     })
+//!                 })
+//!                 .collect();
+//!             // Each node's own input: 500 packets of 10 flows, entering here.
+//!             let base = node.id() as u64 * 1000;
+//!             let mut input: Vec<(u64, u64)> = (0..500).map(|i| (i % 10, base + i)).collect();
+//!             let mut out = Vec::new();
+//!             while !input.is_empty() {
+//!                 node.distribute(&mut input).unwrap();
+//!                 node.collect(&mut out);
+//!             }
+//!             node.flush(&mut out, std::time::Duration::from_secs(30)).unwrap();
+//!             drop(node);
+//!             for t in worker_threads {
+//!                 t.join().unwrap();
+//!             }
+//!             out.len()
+//!         })
+//!     })
+//!     .collect();
+//! let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+//! assert_eq!(total, 1000);
+//! ```
+
+use core::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use super::{
+    new as new_distributor, Config, ConfigError, Distributor, FlushError, NoWorkers, Worker,
+    DROPPED, LOST,
+};
+use crate::fifo::spsc;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::Backoff;
+
+/// The most nodes one layout has.
+///
+/// ```
+/// assert_eq!(flowline::distributor::nodes::MAX_NODES, 64);
+/// ```
+pub const MAX_NODES: usize = 64;
+
+/// The node that owns flow `tag` in a layout of `nodes` nodes (`nodes >= 1`): a hash of the
+/// tag, spread evenly, so neighbouring tags land on different nodes.
+///
+/// ```
+/// use flowline::distributor::nodes::owner_of;
+/// assert_eq!(owner_of(42, 1), 0);
+/// assert!(owner_of(42, 2) < 2);
+/// let on_0 = (0..1000).filter(|&t| owner_of(t, 2) == 0).count();
+/// assert!((400..600).contains(&on_0));
+/// ```
+#[inline]
+pub fn owner_of(tag: u64, nodes: usize) -> usize {
+    // splitmix64's finaliser, then the high half of a multiplication: an unbiased pick.
+    let mut h = tag ^ (tag >> 30);
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    ((u128::from(h) * nodes as u128) >> 64) as usize
+}
+
+/// Which tags one node owns (kept by its distributor to keep reschedules on their owner).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ownership {
+    node: usize,
+    nodes: usize,
+}
+
+impl Ownership {
+    #[inline]
+    pub(crate) fn owns(self, tag: u64) -> bool {
+        owner_of(tag, self.nodes) == self.node
+    }
+}
+
+/// The layout's shape.
+///
+/// ```
+/// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 4, credit: 256, bridge: 1024 };
+/// assert!(flowline::distributor::nodes::new(c, |p: &u64| *p).is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodesConfig {
+    /// Number of nodes, 1 to [`MAX_NODES`] (the NUMA nodes of
+    /// [`Topology::detect`](crate::topology::Topology::detect), or simulated ones).
+    pub nodes: usize,
+    /// Workers of each node's distributor (as [`Config::workers`]).
+    pub workers_per_node: usize,
+    /// Each worker's credit (as [`Config::credit`]).
+    pub credit: usize,
+    /// Slots of each bridge ring (rounded up to a power of two; at least 1, at most what
+    /// [`spsc::channel`] accepts): how many packets may be on their way from one node to
+    /// another.
+    pub bridge: usize,
+}
+
+/// A layout that cannot be built.
+///
+/// ```
+/// use flowline::distributor::nodes::{self, NodesConfig, NodesError};
+/// let c = NodesConfig { nodes: 0, workers_per_node: 1, credit: 8, bridge: 8 };
+/// assert_eq!(nodes::new(c, |p: &u64| *p).err(), Some(NodesError::NoNodes));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodesError {
+    /// `nodes` is 0.
+    NoNodes,
+    /// `nodes` is above [`MAX_NODES`].
+    TooManyNodes(usize),
+    /// A bridge ring could not be made (zero or absurd `bridge`, or the allocator refused).
+    Bridge(crate::fifo::CapacityError),
+    /// A node's distributor could not be made.
+    Distributor(ConfigError),
+}
+
+impl fmt::Display for NodesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodesError::NoNodes => write!(f, "a multi-node distributor needs at least 1 node"),
+            NodesError::TooManyNodes(n) => {
+                write!(f, "{n} nodes requested; at most {MAX_NODES} are supported")
+            }
+            NodesError::Bridge(e) => write!(f, "bridge ring: {e}"),
+            NodesError::Distributor(e) => write!(f, "node distributor: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodesError {}
+
+/// Packets that crossed this node's bridges (see [`NodeDistributor::bridge_stats`]).
+///
+/// ```
+/// let s = flowline::distributor::nodes::BridgeStats::default();
+/// assert_eq!(s.sent, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BridgeStats {
+    /// Packets pushed onto bridges to other nodes.
+    pub sent: u64,
+    /// Publications on those bridges (each one write of a bridge's index line).
+    pub bursts: u64,
+    /// Packets read from bridges from other nodes.
+    pub received: u64,
+}
+
+/// A node's progress, on its own line: written by that node's thread only.
+#[derive(Default)]
+struct Progress {
+    /// Packets that entered the layout here (placed on a local worker or a bridge).
+    entered: AtomicU64,
+    /// Packets that finished here: collected, dropped or lost, or given back on
+    /// [`NoWorkers`] after having entered (at any node), or dropped with the node.
+    finished: AtomicU64,
+    /// The node's input has ended: it is in `flush` (and has not taken new input since),
+    /// or it was dropped.
+    flushing: AtomicBool,
+}
+
+/// One node's distributor: see the [module documentation](self). Used by one thread (the
+/// node's distributor thread, best pinned to a CPU of that node).
+pub struct NodeDistributor<T, F> {
+    id: usize,
+    nodes: usize,
+    dist: Distributor<T, F>,
+    tag: F,
+    /// Bridge to node `o` (`None` at `id`).
+    out: Vec<Option<spsc::Producer<T>>>,
+    /// Bridge from node `s` (`None` at `id`).
+    inb: Vec<Option<spsc::Consumer<T>>>,
+    /// Reschedules for node `o` its bridge had no room for: they go before any new input
+    /// for `o`.
+    pending_out: Vec<Vec<T>>,
+    /// Packets read from the bridge from node `s` that the local workers had no credit
+    /// for yet, in arrival order.
+    inbound: Vec<Vec<T>>,
+    /// This call's input for node `o`, in order (`id`: the local share).
+    sorted: Vec<Vec<T>>,
+    tags: Vec<u64>,
+    progress: Arc<[CachePadded<Progress>]>,
+    /// This node's counts (published to `progress[id]` when they change).
+    entered: u64,
+    finished: u64,
+    /// The distributor's dropped + lost counts already added to `finished`.
+    seen_gone: u64,
+    /// As published in `progress[id].flushing`.
+    flushing: bool,
+    stats: BridgeStats,
+}
+
+/// Builds the layout: for each node, its [`NodeDistributor`] and its workers, in node order.
+///
+/// # Errors
+///
+/// [`NodesError`] for zero or too many nodes, a bridge size out of range, or a node
+/// configuration [`super::new`] refuses.
+///
+/// ```
+/// use flowline::distributor::nodes::{self, NodesConfig, NodesError};
+/// use flowline::distributor::ConfigError;
+/// let c = NodesConfig { nodes: 2, workers_per_node: 0, credit: 8, bridge: 8 };
+/// assert_eq!(nodes::new(c, |p: &u64| *p).err(), Some(NodesError::Distributor(ConfigError::NoWorkers)));
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn new<T, F>(
+    config: NodesConfig,
+    tag: F,
+) -> Result<Vec<(NodeDistributor<T, F>, Vec<Worker<T>>)>, NodesError>
+where
+    F: FnMut(&T) -> u64 + Clone,
+{
+    let n = config.nodes;
+    if n == 0 {
+        return Err(NodesError::NoNodes);
+    }
+    if n > MAX_NODES {
+        return Err(NodesError::TooManyNodes(n));
+    }
+    // bridges[from][to]
+    let mut tx: Vec<Vec<Option<spsc::Producer<T>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut rx: Vec<Vec<Option<spsc::Consumer<T>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for from in 0..n {
+        for to in 0..n {
+            if from != to {
+                let (p, c) = spsc::channel(config.bridge).map_err(NodesError::Bridge)?;
+                tx[from][to] = Some(p);
+                rx[to][from] = Some(c);
+            }
+        }
+    }
+    let progress: Arc<[CachePadded<Progress>]> = (0..n)
+        .map(|_| CachePadded::new(Progress::default()))
+        .collect();
+    let mut layout = Vec::with_capacity(n);
+    for (id, (out, inb)) in tx.into_iter().zip(rx).enumerate() {
+        let (mut dist, workers) = new_distributor(
+            Config {
+                workers: config.workers_per_node,
+                credit: config.credit,
+            },
+            tag.clone(),
+        )
+        .map_err(NodesError::Distributor)?;
+        dist.ownership = Some(Ownership { node: id, nodes: n });
+        layout.push((
+            NodeDistributor {
+                id,
+                nodes: n,
+                dist,
+                tag: tag.clone(),
+                out,
+                inb,
+                pending_out: (0..n).map(|_| Vec::new()).collect(),
+                inbound: (0..n).map(|_| Vec::new()).collect(),
+                sorted: (0..n).map(|_| Vec::new()).collect(),
+                tags: Vec::new(),
+                progress: Arc::clone(&progress),
+                entered: 0,
+                finished: 0,
+                seen_gone: 0,
+                flushing: false,
+                stats: BridgeStats::default(),
+            },
+            workers,
+        ));
+    }
+    Ok(layout)
+}
+
+impl<T, F> NodeDistributor<T, F>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// This node's number, `0..nodes`.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let layout = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap();
+    /// assert_eq!(layout[1].0.id(), 1);
+    /// ```
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Whether this node owns flow `tag` ([`owner_of`]).
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let layout = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap();
+    /// assert!(layout[0].0.owns(7) != layout[1].0.owns(7));
+    /// ```
+    pub fn owns(&self, tag: u64) -> bool {
+        owner_of(tag, self.nodes) == self.id
+    }
+
+    /// Routes a burst that entered at this node: packets of flows this node owns to its
+    /// workers, the others onto the bridges to their owners. Takes the packets it placed
+    /// out of `pkts` and returns how many. Also moves packets that came over the bridges
+    /// to the local workers, and reschedules to other nodes' tags onto their bridges, so
+    /// call it (with an empty burst when there is no input) as often as
+    /// [`collect`](Self::collect).
+    ///
+    /// Packets it cannot place stay in `pkts`: first those for the local workers (as
+    /// [`Distributor::distribute`] leaves them), then those for each other node whose
+    /// bridge was full, each group in order, so every flow's order holds on the retry.
+    ///
+    /// # Errors
+    ///
+    /// [`NoWorkers`] if this node has no active worker: its own flows' packets (those of
+    /// the burst, its backlog, and those that came over the bridges) are given back in
+    /// `pkts`; packets for other nodes still go onto their bridges.
+    ///
+    /// # Panics
+    ///
+    /// As [`Distributor::distribute`]. If `tag` panics, no packet is lost: the burst is
+    /// tagged before any packet is taken from it.
+    ///
+    /// ```
+    /// use flowline::distributor::nodes::{self, NodesConfig};
+    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
+    /// let (mut n0, _w0) = layout.remove(0);
+    /// let mut burst: Vec<u64> = (0..6).collect();
+    /// assert_eq!(n0.distribute(&mut burst), Ok(6)); // some to local workers, some to node 1
+    /// assert!(n0.bridge_stats().sent > 0);
+    /// ```
+    pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
+        if self.flushing && !pkts.is_empty() {
+            // New input: the other nodes' flushes wait for this node's again.
+            self.flushing = false;
+            // SeqCst: as in `publish`.
+            self.progress[self.id]
+                .flushing
+                .store(false, Ordering::SeqCst);
+        }
+        self.export_reschedules();
+        // Reschedules waiting for room go first; a destination still blocked by them takes
+        // no new input this call (its flows' order).
+        let mut blocked = [false; MAX_NODES];
+        for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
+            if !self.pending_out[o].is_empty() {
+                let mut v = std::mem::take(&mut self.pending_out[o]);
+                self.push_bridge(o, &mut v, false);
+                *blocked = !v.is_empty();
+                self.pending_out[o] = v;
+            }
+        }
+        // Tag the whole burst first: if `tag` panics, `pkts` is untouched.
+        self.tags.clear();
+        for p in pkts.iter() {
+            self.tags.push((self.tag)(p));
+        }
+        let mut left_foreign = Vec::new();
+        for (p, &t) in pkts.drain(..).zip(&self.tags) {
+            let o = owner_of(t, self.nodes);
+            if blocked[o] {
+                left_foreign.push(p);
+            } else {
+                self.sorted[o].push(p);
+            }
+        }
+        let mut placed = 0usize;
+        for o in 0..self.nodes {
+            if o == self.id || self.sorted[o].is_empty() {
+                continue;
+            }
+            let mut v = std::mem::take(&mut self.sorted[o]);
+            let before = v.len();
+            self.push_bridge(o, &mut v, true);
+            placed += before - v.len();
+            left_foreign.append(&mut v);
+            self.sorted[o] = v;
+        }
+        let r = self.pump_local();
+        let mut local = std::mem::take(&mut self.sorted[self.id]);
+        let r = r.and_then(|()| {
+            let before = local.len();
+            match self.dist.distribute(&mut local) {
+                Ok(n) => {
+                    placed += n;
+                    self.entered += n as u64;
+                    Ok(())
+                }
+                Err(NoWorkers) => {
+                    // The backlog came back at the front: packets that had entered.
+                    self.finished += (local.len() - before) as u64;
+                    Err(NoWorkers)
+                }
+            }
+        });
+        if r.is_err() {
+            // The flows this node owns cannot be placed here: everything of them goes back.
+            let mut back = Vec::new();
+            for s in 0..self.nodes {
+                self.finished += self.inbound[s].len() as u64;
+                back.append(&mut self.inbound[s]);
+            }
+            back.append(&mut local);
+            local = back;
+        }
+        pkts.append(&mut local);
+        pkts.append(&mut left_foreign);
+        self.sorted[self.id] = local;
+        self.publish();
+        r.map(|()| placed)
+    }
+
+    /// Moves the packets this node's workers handed back as processed onto `out`; returns
+    /// how many (as [`Distributor::collect`]). They are this node's flows' packets, from
+    /// whichever node they entered at.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// n.distribute(&mut vec![1, 2]).unwrap();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// ws[0].done_burst(&mut b).unwrap();
+    /// let mut out = Vec::new();
+    /// assert_eq!(n.collect(&mut out), 2);
+    /// ```
+    pub fn collect(&mut self, out: &mut Vec<T>) -> usize {
+        let n = self.dist.collect(out);
+        self.finished += n as u64;
+        self.publish();
+        n
+    }
+
+    /// Drives the layout until every node is flushing too (or was dropped) and every packet
+    /// that entered at any node has come back (collected at its owner, dropped or lost),
+    /// collecting this node's onto `out`, or until `timeout` passes. So every node's thread
+    /// flushes once its input ends, and each flush returns only when all input has ended
+    /// and all packets are back: no node leaves while another still sends it packets. Spins with backoff, then naps of 50 us doubling to 1 ms while nothing
+    /// moves. A `timeout` too large to add to the current time means no deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`FlushError::Timeout`] (with the packets this node still holds) if `timeout`
+    /// passed first; [`FlushError::NoWorkers`] (with its flows' packets) if this node has
+    /// no active worker.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (mut n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// n.distribute(&mut vec![1]).unwrap();
+    /// let mut out = Vec::new();
+    /// // Nobody runs the worker here, so the flush times out; the packet is not lost.
+    /// assert!(n.flush(&mut out, Duration::from_millis(1)).is_err());
+    /// ```
+    pub fn flush(&mut self, out: &mut Vec<T>, timeout: Duration) -> Result<(), FlushError<T>> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut backoff = Backoff::new();
+        let mut nap = Duration::from_micros(50);
+        let mut empty = Vec::new();
+        if !self.flushing {
+            self.flushing = true;
+            // SeqCst: as in `publish`.
+            self.progress[self.id]
+                .flushing
+                .store(true, Ordering::SeqCst);
+        }
+        loop {
+            let before = (self.entered, self.finished, self.stats);
+            if self.distribute(&mut empty).is_err() {
+                return Err(FlushError::NoWorkers(empty));
+            }
+            self.collect(out);
+            if self.layout_idle() {
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(FlushError::Timeout {
+                    in_flight: self.held(),
+                });
+            }
+            if before != (self.entered, self.finished, self.stats) {
+                backoff = Backoff::new();
+                nap = Duration::from_micros(50);
+            } else if !backoff.is_completed() {
+                backoff.snooze();
+            } else {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Packets this node holds: at its workers, in its distributor's backlog, and waiting
+    /// here for a bridge or for local credit.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (mut n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// n.distribute(&mut vec![1, 2]).unwrap();
+    /// assert_eq!(n.held(), 2);
+    /// ```
+    pub fn held(&self) -> usize {
+        self.dist.in_flight()
+            + self.dist.exported.len()
+            + self.pending_out.iter().map(Vec::len).sum::<usize>()
+            + self.inbound.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// Packets and publications on this node's bridges so far.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// assert_eq!(n.bridge_stats(), Default::default());
+    /// ```
+    pub fn bridge_stats(&self) -> BridgeStats {
+        self.stats
+    }
+
+    /// This node's distributor, for its statistics and worker control
+    /// ([`Distributor::rejoin`], [`Distributor::stats`], ...). Routing through it directly
+    /// would bypass the ownership of flows, so it is shared, not mutable, except through
+    /// [`rejoin`](Self::rejoin).
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 3, credit: 8, bridge: 8 };
+    /// let (n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// assert_eq!(n.distributor().active_workers(), 3);
+    /// ```
+    pub fn distributor(&self) -> &Distributor<T, F> {
+        &self.dist
+    }
+
+    /// A new handle for this node's worker `id`, which left earlier (as
+    /// [`Distributor::rejoin`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Distributor::rejoin`].
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// ws.pop().unwrap().leave(Vec::new()).unwrap();
+    /// n.distribute(&mut Vec::new()).unwrap_err(); // reads the leave
+    /// assert!(n.rejoin(0).is_ok());
+    /// ```
+    pub fn rejoin(&mut self, id: usize) -> Result<Worker<T>, super::JoinError> {
+        self.dist.rejoin(id)
+    }
+
+    /// Moves reschedules the local distributor set aside (tags another node owns) to
+    /// their owners' queues, in order. If `tag` panics they stay set aside.
+    fn export_reschedules(&mut self) {
+        if self.dist.exported.is_empty() {
+            return;
+        }
+        self.tags.clear();
+        for p in &self.dist.exported {
+            self.tags.push((self.tag)(p));
+        }
+        for (p, &t) in self.dist.exported.drain(..).zip(&self.tags) {
+            self.pending_out[owner_of(t, self.nodes)].push(p);
+        }
+    }
+
+    /// Pushes the front of `v` onto the bridge to `o` with one publication; what does not
+    /// fit stays in `v`. New input (`count`) is counted as entered, and the count
+    /// published, before any of it can reach the other node; reschedules had entered
+    /// already. The room is the producer's cached view of the other end, refreshed only
+    /// when it says full.
+    fn push_bridge(&mut self, o: usize, v: &mut Vec<T>, count: bool) {
+        let mut tx = self.out[o].take().expect("a bridge to every other node");
+        if !tx.is_abandoned() {
+            let chunk = tx.write_chunk(v.len());
+            let k = chunk.len();
+            if k > 0 {
+                if count {
+                    self.entered += k as u64;
+                    self.publish();
+                }
+                let mut it = v.drain(..k);
+                let n = chunk.fill_from_iter(&mut it);
+                debug_assert_eq!(n, k, "the drain holds k packets");
+                drop(it);
+                self.stats.sent += k as u64;
+                self.stats.bursts += 1;
+            }
+        }
+        self.out[o] = Some(tx);
+    }
+
+    /// Reads the bridges whose earlier packets are all placed, and places what waits.
+    fn pump_local(&mut self) -> Result<(), NoWorkers> {
+        for s in 0..self.nodes {
+            if s == self.id {
+                continue;
+            }
+            if self.inbound[s].is_empty() {
+                let rx = self.inb[s]
+                    .as_mut()
+                    .expect("a bridge from every other node");
+                let n = rx.pop_burst_into(&mut self.inbound[s], usize::MAX);
+                self.stats.received += n as u64;
+            }
+            if !self.inbound[s].is_empty() {
+                let mut v = std::mem::take(&mut self.inbound[s]);
+                // On `NoWorkers`, `v` comes back whole with the backlog in front of it; it
+                // stays here, in order, and the caller's error path hands it all back.
+                let r = self.dist.distribute(&mut v);
+                self.inbound[s] = v;
+                r?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes this node's counts when they changed (a store to its own line, read by
+    /// nobody while nobody flushes).
+    fn publish(&mut self) {
+        let v = self.dist.stats.values();
+        let gone = v[DROPPED] + v[LOST];
+        if gone != self.seen_gone {
+            self.finished += gone - self.seen_gone;
+            self.seen_gone = gone;
+        }
+        let p = &self.progress[self.id];
+        // Relaxed loads: this thread is the only writer of its counts. SeqCst stores: the flush's quiescence check reads all counts in one total order with
+        // these stores (see `layout_idle`); once per call, and only on change.
+        if p.entered.load(Ordering::Relaxed) != self.entered {
+            p.entered.store(self.entered, Ordering::SeqCst);
+        }
+        if p.finished.load(Ordering::Relaxed) != self.finished {
+            p.finished.store(self.finished, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether, at one instant between the two scans, every packet that had entered any
+    /// node had finished. Counts only grow and a packet is counted as entered before any
+    /// node can finish it, so `finished <= entered` at every instant; finished counts read
+    /// before entered counts, and equal, prove such an instant.
+    fn layout_idle(&self) -> bool {
+        // SeqCst: pairs with the stores in `publish`, `distribute` and `flush`. Every node
+        // flushing first: then no node takes new input, and `entered` stays as it is.
+        if !self
+            .progress
+            .iter()
+            .all(|p| p.flushing.load(Ordering::SeqCst))
+        {
+            return false;
+        }
+        let finished: u64 = self
+            .progress
+            .iter()
+            .map(|p| p.finished.load(Ordering::SeqCst))
+            .sum();
+        let entered: u64 = self
+            .progress
+            .iter()
+            .map(|p| p.entered.load(Ordering::SeqCst))
+            .sum();
+        finished == entered
+    }
+}
+
+impl<T, F> Drop for NodeDistributor<T, F> {
+    /// The packets this node still holds (at its workers, in its backlog, waiting for a
+    /// bridge or for credit, or in the bridges to it) are dropped with it, and counted as
+    /// finished so that the other nodes' flushes can end; the node counts as flushing from
+    /// now on. Packets other nodes push onto its bridges later stay with their callers
+    /// (its bridges are abandoned).
+    fn drop(&mut self) {
+        let mut gone = self.dist.exported.len()
+            + self.pending_out.iter().map(Vec::len).sum::<usize>()
+            + self.inbound.iter().map(Vec::len).sum::<usize>();
+        for rx in self.inb.iter_mut().flatten() {
+            gone += rx.pop_burst_with(usize::MAX, drop);
+        }
+        let held: u64 = self.dist.lanes.iter().map(|l| l.outstanding()).sum();
+        let v = self.dist.stats.values();
+        let counted = v[DROPPED] + v[LOST];
+        let total = self.finished
+            + (counted - self.seen_gone)
+            + gone as u64
+            + held
+            + self.dist.backlog.len() as u64
+            + self.dist.returned.len() as u64;
+        let p = &self.progress[self.id];
+        // SeqCst: as in `publish`.
+        p.finished.store(total, Ordering::SeqCst);
+        p.flushing.store(true, Ordering::SeqCst);
+    }
+}
+
+impl<T, F> fmt::Debug for NodeDistributor<T, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeDistributor")
+            .field("id", &self.id)
+            .field("nodes", &self.nodes)
+            .field("entered", &self.entered)
+            .field("finished", &self.finished)
+            .field("bridges", &self.stats)
+            .finish()
+    }
+}

@@ -1,0 +1,437 @@
+//! The multi-node layout (`distributor::nodes`) with real threads across 2 (and 3)
+//! simulated nodes: order per (flow, entry node), exactly once, each flow processed only at
+//! its owner and never by two workers at once, reschedules across nodes, backpressure of a
+//! full bridge, a node whose workers stall, a node without workers, and the layout-wide
+//! flush.
+#![cfg(all(not(loom), feature = "std"))]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flowline::distributor::nodes::{self, owner_of, NodesConfig, NodesError};
+use flowline::distributor::{FlushError, NoWorkers, Worker};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pkt {
+    flow: u64,
+    entry: usize,
+    seq: u64,
+    /// Rescheduled to this flow by the worker that first gets it (`u64::MAX`: never).
+    then: u64,
+    /// It was rescheduled (it then runs as the next packet of its new flow, whatever its
+    /// sequence number).
+    moved: bool,
+}
+
+fn tag(p: &Pkt) -> u64 {
+    p.flow
+}
+
+const FLOWS: u64 = 64;
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Per flow: whether a worker is processing one of its packets now, and the (entry, seq)
+/// of its packets in processing order (appended while the flow is held exclusively).
+struct Busy(Vec<FlowState>);
+
+/// Held now; (entry, seq) in processing order.
+type FlowState = (AtomicBool, Mutex<Vec<(usize, u64)>>);
+
+impl Busy {
+    fn new(flows: u64) -> Arc<Busy> {
+        Arc::new(Busy(
+            (0..flows)
+                .map(|_| (AtomicBool::new(false), Mutex::new(Vec::new())))
+                .collect(),
+        ))
+    }
+    fn process(&self, p: &Pkt) {
+        let (held, order) = &self.0[p.flow as usize];
+        assert!(
+            !held.swap(true, Ordering::SeqCst),
+            "flow {} processed by two workers at once",
+            p.flow
+        );
+        if !p.moved {
+            order.lock().unwrap().push((p.entry, p.seq));
+        }
+        if p.seq % 3 == 0 {
+            std::thread::yield_now();
+        }
+        held.store(false, Ordering::SeqCst);
+    }
+    /// Per flow and entry node, the sequence numbers in processing order rise.
+    fn check_order(&self) {
+        for (flow, (_, order)) in self.0.iter().enumerate() {
+            let mut last: HashMap<usize, u64> = HashMap::new();
+            for &(entry, seq) in order.lock().unwrap().iter() {
+                if let Some(&l) = last.get(&entry) {
+                    assert!(
+                        seq > l,
+                        "flow {flow}, entry {entry}: seq {seq} processed after {l}"
+                    );
+                }
+                last.insert(entry, seq);
+            }
+        }
+    }
+}
+
+/// A worker thread: processes bursts (checking flow exclusivity and that every flow it
+/// sees belongs to its node, recording the order), reschedules packets that ask for it.
+fn spawn_worker(
+    node: usize,
+    nodes: usize,
+    mut w: Worker<Pkt>,
+    busy: Arc<Busy>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        while w.recv_burst_wait(&mut b, 16, WAIT).is_ok() {
+            for mut p in b.drain(..) {
+                assert_eq!(
+                    owner_of(p.flow, nodes),
+                    node,
+                    "{p:?} processed off its owner"
+                );
+                busy.process(&p);
+                if p.then != u64::MAX {
+                    p.flow = p.then;
+                    p.then = u64::MAX;
+                    p.moved = true;
+                    w.reschedule(p).unwrap();
+                } else {
+                    w.done(p).unwrap();
+                }
+            }
+        }
+    })
+}
+
+/// Runs `input[n]` into node `n` on its own thread, all nodes at once, then flushes;
+/// returns what each node collected; checks the processing order per flow and entry.
+fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> Vec<Vec<Pkt>> {
+    let cfg = NodesConfig {
+        nodes: nodes_n,
+        workers_per_node: workers,
+        credit: 8,
+        bridge,
+    };
+    let layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let busy = Busy::new(FLOWS);
+    let threads: Vec<_> = layout
+        .into_iter()
+        .zip(input)
+        .map(|((mut node, ws), mut input)| {
+            let id = node.id();
+            let wts: Vec<_> = ws
+                .into_iter()
+                .map(|w| spawn_worker(id, nodes_n, w, busy.clone()))
+                .collect();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                while !input.is_empty() {
+                    let take = input.len().min(24);
+                    let mut burst: Vec<Pkt> = input.drain(..take).collect();
+                    node.distribute(&mut burst).unwrap();
+                    // Leftovers go first next time (each flow's order).
+                    burst.append(&mut input);
+                    input = burst;
+                    node.collect(&mut out);
+                }
+                node.flush(&mut out, WAIT).unwrap();
+                assert_eq!(node.held(), 0);
+                drop(node);
+                for t in wts {
+                    t.join().unwrap();
+                }
+                out
+            })
+        })
+        .collect();
+    let outs = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    busy.check_order();
+    outs
+}
+
+fn traffic(nodes_n: usize, per_node: u64, resched_every: u64) -> Vec<Vec<Pkt>> {
+    (0..nodes_n)
+        .map(|entry| {
+            (0..per_node)
+                .map(|seq| {
+                    let flow = (seq * 7 + entry as u64 * 13) % FLOWS;
+                    let then = if resched_every != 0 && seq % resched_every == 0 {
+                        (flow + 1 + seq % 5) % FLOWS
+                    } else {
+                        u64::MAX
+                    };
+                    Pkt {
+                        flow,
+                        entry,
+                        seq,
+                        then,
+                        moved: false,
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every packet back exactly once, at the node owning its (final) flow.
+fn check_exactly_once(nodes_n: usize, input: &[Vec<Pkt>], outs: &[Vec<Pkt>]) {
+    let mut back: HashMap<(usize, u64), usize> = HashMap::new();
+    for (n, out) in outs.iter().enumerate() {
+        for p in out {
+            assert_eq!(
+                owner_of(p.flow, nodes_n),
+                n,
+                "{p:?} came back off its owner"
+            );
+            *back.entry((p.entry, p.seq)).or_default() += 1;
+        }
+    }
+    let total: usize = input.iter().map(Vec::len).sum();
+    assert_eq!(back.len(), total, "every packet came back");
+    assert!(back.values().all(|&c| c == 1), "none twice");
+}
+
+#[test]
+fn two_nodes_keep_order_per_flow_and_entry_and_return_everything_once() {
+    let input = traffic(2, 20_000, 0);
+    let outs = run(2, 2, 64, input.clone());
+    check_exactly_once(2, &input, &outs);
+    // Both nodes' entries reached flows of both owners.
+    for out in &outs {
+        assert!(out.iter().any(|p| p.entry == 0) && out.iter().any(|p| p.entry == 1));
+    }
+}
+
+#[test]
+fn reschedules_cross_to_the_new_flows_owner_exactly_once() {
+    let input = traffic(2, 10_000, 4);
+    let outs = run(2, 2, 32, input.clone());
+    check_exactly_once(2, &input, &outs);
+    let moved = outs.iter().flatten().filter(|p| p.seq % 4 == 0).count();
+    assert_eq!(moved, 2 * 2500);
+}
+
+#[test]
+fn three_nodes_with_tiny_bridges_lose_nothing() {
+    let input = traffic(3, 6_000, 7);
+    let outs = run(3, 1, 2, input.clone());
+    check_exactly_once(3, &input, &outs);
+}
+
+/// A flow owned by node 1, and one owned by node 0.
+fn flows_by_owner() -> (u64, u64) {
+    let f1 = (0..).find(|&f| owner_of(f, 2) == 1).unwrap();
+    let f0 = (0..).find(|&f| owner_of(f, 2) == 0).unwrap();
+    (f0, f1)
+}
+
+fn pkt(flow: u64, seq: u64) -> Pkt {
+    Pkt {
+        flow,
+        entry: 0,
+        seq,
+        then: u64::MAX,
+        moved: false,
+    }
+}
+
+#[test]
+fn a_full_bridge_leaves_packets_with_the_caller_in_order() {
+    let (f0, f1) = flows_by_owner();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 4,
+        bridge: 4,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    // Node 1 does not run yet: its bridge takes 4 packets of flow f1, the rest stay.
+    let mut burst: Vec<Pkt> = (0..10).map(|s| pkt(f1, s)).collect();
+    burst.insert(3, pkt(f0, 100));
+    assert_eq!(n0.distribute(&mut burst), Ok(5));
+    assert_eq!(
+        burst.iter().map(|p| p.seq).collect::<Vec<_>>(),
+        [4, 5, 6, 7, 8, 9],
+        "later packets of the blocked destination stay, in order"
+    );
+    assert_eq!(n0.bridge_stats().sent, 4);
+    assert_eq!(n0.bridge_stats().bursts, 1);
+    // Node 0's own flow went to its worker meanwhile.
+    let mut b = Vec::new();
+    w0[0].recv_burst(&mut b, 8).unwrap();
+    assert_eq!(b, [pkt(f0, 100)]);
+    w0[0].done_burst(&mut b).unwrap();
+    // Node 1 now runs: it reads the bridge, its worker gets the first 4 in order.
+    assert_eq!(n1.distribute(&mut Vec::new()), Ok(0));
+    assert_eq!(n1.bridge_stats().received, 4);
+    w1[0].recv_burst(&mut b, 8).unwrap();
+    assert_eq!(b.iter().map(|p| p.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    w1[0].done_burst(&mut b).unwrap();
+    let mut out1 = Vec::new();
+    assert_eq!(n1.collect(&mut out1), 4);
+    // The retry moves the rest.
+    assert_eq!(n0.distribute(&mut burst), Ok(4));
+    assert_eq!(burst.len(), 2);
+    let mut out0 = Vec::new();
+    assert_eq!(n0.collect(&mut out0), 1);
+}
+
+#[test]
+fn a_node_whose_workers_stall_delays_only_its_flows() {
+    let (f0, f1) = flows_by_owner();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 4,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    let mut out0 = Vec::new();
+    let mut b = Vec::new();
+    let mut waiting = Vec::new();
+    for round in 0..50u64 {
+        let mut burst = vec![pkt(f0, 2 * round), pkt(f1, round), pkt(f0, 2 * round + 1)];
+        waiting.append(&mut burst);
+        n0.distribute(&mut waiting).unwrap();
+        // Node 1 runs too, but its worker (stalled) takes nothing.
+        n1.distribute(&mut Vec::new()).unwrap();
+        assert!(
+            waiting.iter().all(|p| p.flow == f1),
+            "only the stalled node's flow waits"
+        );
+        w0[0].recv_burst(&mut b, 8).unwrap();
+        w0[0].done_burst(&mut b).unwrap();
+        n0.collect(&mut out0);
+    }
+    assert_eq!(out0.len(), 100, "node 0's flow kept moving");
+    // Node 1 holds its worker's credit (4) and the one packet it read next (it reads its
+    // bridge again only once that is placed); the bridge holds 8; the rest stayed with
+    // node 0's caller, in order.
+    assert_eq!(n1.held(), 4 + 1);
+    assert_eq!(waiting.len(), 50 - 5 - 8);
+    assert!(waiting.windows(2).all(|w| w[0].seq < w[1].seq));
+    // The worker wakes up: everything of f1 comes back at node 1, once, in order.
+    let mut out1 = Vec::new();
+    while out1.len() < 50 {
+        n0.distribute(&mut waiting).unwrap();
+        n1.distribute(&mut Vec::new()).unwrap();
+        w1[0].recv_burst(&mut b, 8).unwrap();
+        w1[0].done_burst(&mut b).unwrap();
+        n1.collect(&mut out1);
+    }
+    assert_eq!(out1, (0..50).map(|s| pkt(f1, s)).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_node_without_workers_gives_its_flows_packets_back() {
+    let (f0, f1) = flows_by_owner();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, _w0) = layout.pop().unwrap();
+    w1.pop().unwrap().leave(Vec::new()).unwrap();
+    // Node 0 sends two packets of f1 to node 1 over the bridge.
+    let mut burst = vec![pkt(f1, 1), pkt(f1, 2)];
+    assert_eq!(n0.distribute(&mut burst), Ok(2));
+    // Node 1 has no worker: its own input for f1 and what came over the bridge come back;
+    // a packet for node 0 still goes over.
+    let mut mine = vec![pkt(f1, 3), pkt(f0, 4)];
+    assert_eq!(n1.distribute(&mut mine), Err(NoWorkers));
+    let mut seqs: Vec<u64> = mine.iter().map(|p| p.seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(n1.bridge_stats().sent, 1);
+    assert_eq!(
+        n1.flush(&mut Vec::new(), Duration::from_millis(10)),
+        Err(FlushError::NoWorkers(Vec::new()))
+    );
+}
+
+#[test]
+fn a_flush_waits_for_the_other_nodes_and_times_out_without_loss() {
+    let (_f0, f1) = flows_by_owner();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, _w0) = layout.pop().unwrap();
+    n0.distribute(&mut vec![pkt(f1, 1)]).unwrap();
+    // Node 0 holds nothing, but the packet has not come back anywhere: no flush ends.
+    assert_eq!(n0.held(), 0);
+    assert!(matches!(
+        n0.flush(&mut Vec::new(), Duration::from_millis(5)),
+        Err(FlushError::Timeout { in_flight: 0 })
+    ));
+    let t = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        n1.distribute(&mut Vec::new()).unwrap();
+        let mut b = Vec::new();
+        w1[0].recv_burst(&mut b, 8).unwrap();
+        w1[0].done_burst(&mut b).unwrap();
+        n1.flush(&mut out, WAIT).unwrap();
+        out
+    });
+    n0.flush(&mut Vec::new(), WAIT).unwrap();
+    assert_eq!(t.join().unwrap(), [pkt(f1, 1)]);
+}
+
+#[test]
+fn bad_layouts_are_errors() {
+    let c = |nodes, bridge| NodesConfig {
+        nodes,
+        workers_per_node: 1,
+        credit: 8,
+        bridge,
+    };
+    assert_eq!(nodes::new(c(0, 8), tag).err(), Some(NodesError::NoNodes));
+    assert_eq!(
+        nodes::new(c(nodes::MAX_NODES + 1, 8), tag).err(),
+        Some(NodesError::TooManyNodes(nodes::MAX_NODES + 1))
+    );
+    assert!(matches!(
+        nodes::new(c(2, 0), tag).err(),
+        Some(NodesError::Bridge(_))
+    ));
+    assert!(NodesError::TooManyNodes(65)
+        .to_string()
+        .contains("at most 64"));
+}
+
+#[test]
+fn ownership_is_stable_and_spread() {
+    let counts = (0..3000u64).fold([0usize; 3], |mut c, t| {
+        c[owner_of(t, 3)] += 1;
+        c
+    });
+    assert!(
+        counts.iter().all(|&c| (800..1200).contains(&c)),
+        "{counts:?}"
+    );
+    let hits = AtomicUsize::new(0);
+    for t in 0..100 {
+        if owner_of(t, 2) == owner_of(t, 2) {
+            hits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    assert_eq!(hits.into_inner(), 100);
+}
