@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example pipeline -- [--seconds 10] [--flows 1024] [--zipf 1.0]
 //!     [--workers N] [--resched 0.01] [--drop 0.001] [--work 40] [--burst 32] [--credit 256]
+//!     [--nodes N]
 //! ```
 //!
 //! A generator makes packets of many flows (Zipf-skewed), the distributor (this thread,
@@ -12,13 +13,22 @@
 //! flow's packets come back in order and that every packet comes back exactly once
 //! (returned or dropped). A line per second shows Mpps, each worker's share, packets in
 //! flight, reschedules and drops; the summary says whether the checks held.
+//!
+//! With `--nodes N` (N >= 2) it runs the multi-node layout (`distributor::nodes`): N node
+//! threads, each generating its own packets into its own node distributor with `--workers`
+//! workers of its own; packets of flows another node owns cross a bridge ring. Node CPUs
+//! come from `Topology::detect()` (set `FLOWLINE_TOPOLOGY="0;1"` to simulate two nodes on
+//! two CPUs); each node's thread and workers are pinned to its node's CPUs. A line per
+//! second and node shows packets in, packets processed there, bridge traffic out and in;
+//! the summary checks order per (flow, entry node) and exactly once over all nodes.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use flowline::distributor::nodes::{self, NodesConfig};
 use flowline::distributor::{self, Config};
-use flowline::topology;
+use flowline::topology::{self, Topology};
 use flowline::wait::WaitError;
 
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +51,7 @@ struct Opts {
     work: u32,
     burst: usize,
     credit: usize,
+    nodes: usize,
 }
 
 const HELP: &str = "\
@@ -56,6 +67,7 @@ options:
   --work N      spin iterations of work per packet (default 40)
   --burst N     distributor burst size (default 32)
   --credit N    packets a worker may hold (default 256)
+  --nodes N     run N node distributors bridged by rings, --workers each (default 1)
   -h, --help    this text";
 
 fn parse() -> Result<Opts, String> {
@@ -69,6 +81,7 @@ fn parse() -> Result<Opts, String> {
         work: 40,
         burst: 32,
         credit: 256,
+        nodes: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -90,6 +103,7 @@ fn parse() -> Result<Opts, String> {
             "--work" => o.work = v.parse().map_err(|e| bad(&e))?,
             "--burst" => o.burst = v.parse().map_err(|e| bad(&e))?,
             "--credit" => o.credit = v.parse().map_err(|e| bad(&e))?,
+            "--nodes" => o.nodes = v.parse().map_err(|e| bad(&e))?,
             _ => return Err(format!("unknown option {a}; see --help")),
         }
     }
@@ -142,6 +156,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if o.nodes >= 2 {
+        return run_nodes(&o);
+    }
     let flows = o.flows;
     let (mut dist, workers) = match distributor::new(
         Config {
@@ -324,6 +341,269 @@ fn main() -> ExitCode {
         if exactly_once { "yes" } else { "NO" }
     );
     if order_violations == 0 && exactly_once && flushed.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// What one node's thread saw: packets it generated (and their id sum), packets it got
+/// back (and their id sum), drops at its workers, order violations, bridge traffic.
+#[derive(Default)]
+struct NodeReport {
+    sent: u64,
+    sum_in: u64,
+    returned: u64,
+    sum_out: u64,
+    dropped: u64,
+    rescheduled: u64,
+    violations: u64,
+    bridged_out: u64,
+    bridged_in: u64,
+    flushed: bool,
+}
+
+/// The multi-node layout: `o.nodes` node threads, each a generator and a node distributor
+/// with `o.workers` workers of its own.
+fn run_nodes(o: &Opts) -> ExitCode {
+    let n = o.nodes;
+    let flows = o.flows;
+    let layout = match nodes::new(
+        NodesConfig {
+            nodes: n,
+            workers_per_node: o.workers,
+            credit: o.credit,
+            bridge: 4096,
+        },
+        |p: &Packet| u64::from(p.flow),
+    ) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    // CPUs per node: the detected (or declared) topology's nodes if there are enough,
+    // else the available CPUs dealt round robin (simulated nodes).
+    let topo = Topology::detect().unwrap_or_else(|e| {
+        eprintln!("note: {e}; using one node");
+        Topology::single_node(topology::available_cpus())
+    });
+    let cpus_of: Vec<Vec<usize>> = if topo.nodes().len() >= n {
+        topo.nodes()
+            .iter()
+            .take(n)
+            .map(|nd| nd.cpus.clone())
+            .collect()
+    } else {
+        let all: Vec<usize> = topo.cpus().collect();
+        (0..n)
+            .map(|k| all.iter().copied().skip(k).step_by(n).collect::<Vec<_>>())
+            .map(|v| if v.is_empty() { vec![0] } else { v })
+            .collect()
+    };
+    println!(
+        "pipeline: {n} nodes x {} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; node CPUs {:?} ({:?} topology; a node with one CPU runs its workers on its own thread)",
+        o.workers, flows, o.zipf, o.resched, o.drop, o.seconds, cpus_of, topo.source()
+    );
+    let resched_cut = (o.resched * u64::MAX as f64) as u64;
+    let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);
+    let cdf = std::sync::Arc::new(zipf_cdf(flows, o.zipf));
+    let run_for = Duration::from_secs_f64(o.seconds);
+    let (burst_n, work) = (o.burst, o.work);
+    let threads: Vec<_> = layout
+        .into_iter()
+        .map(|(mut node, workers)| {
+            let id = node.id();
+            let cpus = cpus_of[id].clone();
+            let cdf = cdf.clone();
+            std::thread::spawn(move || {
+                let _ = topology::pin_current_thread(cpus[0]);
+                // One worker's turn: process what it received, hand everything back.
+                let process = move |w: &mut distributor::Worker<Packet>,
+                                    rng: &mut Rng,
+                                    burst: &mut Vec<Packet>,
+                                    done: &mut Vec<Packet>| {
+                    for mut p in burst.drain(..) {
+                        for i in 0..work {
+                            std::hint::black_box(i);
+                        }
+                        let r = rng.next();
+                        if r < resched_cut && p.flow < flows {
+                            w.done_burst(done).unwrap();
+                            p.flow += flows;
+                            w.reschedule(p).unwrap();
+                        } else if r < drop_cut {
+                            w.done_burst(done).unwrap();
+                            w.drop_packet(p).unwrap();
+                        } else {
+                            done.push(p);
+                        }
+                    }
+                    w.done_burst(done).unwrap();
+                };
+                // A node with one CPU runs its workers on its own thread, after each
+                // distribute (a worker thread sharing the CPU would only fight for it);
+                // otherwise each worker has a thread on the node's other CPUs.
+                let mut inline = Vec::new();
+                let mut wts = Vec::new();
+                for mut w in workers {
+                    let seed = 0x9e37_79b9 ^ ((id * 1000 + w.id()) as u64 + 1);
+                    if cpus.len() == 1 {
+                        inline.push((w, Rng(seed)));
+                        continue;
+                    }
+                    let cpu = cpus[1 + w.id() % (cpus.len() - 1)];
+                    wts.push(std::thread::spawn(move || {
+                        let _ = topology::pin_current_thread(cpu);
+                        let mut rng = Rng(seed);
+                        let (mut burst, mut done) = (Vec::new(), Vec::new());
+                        while w.recv_burst_wait(&mut burst, 64, Duration::MAX).is_ok() {
+                            process(&mut w, &mut rng, &mut burst, &mut done);
+                        }
+                    }));
+                }
+                let (mut wburst, mut wdone) = (Vec::new(), Vec::new());
+                let mut run_inline = |inline: &mut Vec<(distributor::Worker<Packet>, Rng)>| {
+                    for (w, rng) in inline.iter_mut() {
+                        if w.recv_burst(&mut wburst, 64).unwrap_or(0) > 0 {
+                            process(w, rng, &mut wburst, &mut wdone);
+                        }
+                    }
+                };
+                let mut rep = NodeReport::default();
+                let mut rng = Rng(0x1234_5678_9abc_def1 ^ (id as u64 + 1));
+                let mut next_seq = vec![0u32; flows as usize];
+                // Per (current flow, entry node): the next expected position.
+                let mut expect: HashMap<(u32, u64), u32> = HashMap::new();
+                let mut input: Vec<Packet> = Vec::with_capacity(burst_n);
+                let mut out: Vec<Packet> = Vec::with_capacity(4096);
+                let check = |out: &mut Vec<Packet>,
+                             rep: &mut NodeReport,
+                             expect: &mut HashMap<(u32, u64), u32>| {
+                    for p in out.drain(..) {
+                        let e = expect.entry((p.flow, p.id % n as u64)).or_insert(0);
+                        if p.seq < *e {
+                            rep.violations += 1;
+                        }
+                        *e = p.seq + 1;
+                        rep.sum_out = rep.sum_out.wrapping_add(p.id);
+                        rep.returned += 1;
+                    }
+                };
+                let start = Instant::now();
+                let mut last_tick = start;
+                let mut last = (0u64, 0u64, nodes::BridgeStats::default());
+                while start.elapsed() < run_for || !input.is_empty() {
+                    if start.elapsed() < run_for {
+                        while input.len() < burst_n {
+                            let u = rng.unit();
+                            let f = cdf.partition_point(|&c| c < u).min(flows as usize - 1);
+                            // Ids are unique over all nodes; `id % n` is the entry node.
+                            let p = Packet {
+                                flow: f as u32,
+                                seq: next_seq[f],
+                                id: rep.sent * n as u64 + id as u64,
+                            };
+                            next_seq[f] += 1;
+                            rep.sum_in = rep.sum_in.wrapping_add(p.id);
+                            rep.sent += 1;
+                            input.push(p);
+                        }
+                    }
+                    if node.distribute(&mut input).is_err() {
+                        eprintln!("node {id}: all workers left");
+                        break;
+                    }
+                    run_inline(&mut inline);
+                    node.collect(&mut out);
+                    check(&mut out, &mut rep, &mut expect);
+                    let now = Instant::now();
+                    if now - last_tick >= Duration::from_secs(1) {
+                        let secs = (now - last_tick).as_secs_f64();
+                        let b = node.bridge_stats();
+                        println!(
+                            "{:5.1}s  node {id}: in {:6.2} Mpps, processed here {:6.2} Mpps, bridged out {:6.2} Mpps ({:.1} pkts/publication), in {:6.2} Mpps",
+                            (now - start).as_secs_f64(),
+                            (rep.sent - last.0) as f64 / secs / 1e6,
+                            (rep.returned - last.1) as f64 / secs / 1e6,
+                            (b.sent - last.2.sent) as f64 / secs / 1e6,
+                            (b.sent - last.2.sent) as f64 / (b.bursts - last.2.bursts).max(1) as f64,
+                            (b.received - last.2.received) as f64 / secs / 1e6,
+                        );
+                        last_tick = now;
+                        last = (rep.sent, rep.returned, b);
+                    }
+                }
+                if inline.is_empty() {
+                    rep.flushed = node.flush(&mut out, Duration::from_secs(30)).is_ok();
+                } else {
+                    // Inline workers need this thread: flush in short slices, running them
+                    // in between.
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    loop {
+                        run_inline(&mut inline);
+                        match node.flush(&mut out, Duration::ZERO) {
+                            Ok(()) => {
+                                rep.flushed = true;
+                                break;
+                            }
+                            Err(_) if Instant::now() < deadline => {}
+                            Err(_) => break,
+                        }
+                    }
+                }
+                check(&mut out, &mut rep, &mut expect);
+                let s = node.distributor().stats().snapshot();
+                rep.dropped = s.get("dropped").unwrap_or(0);
+                rep.rescheduled = s.get("rescheduled").unwrap_or(0);
+                let b = node.bridge_stats();
+                rep.bridged_out = b.sent;
+                rep.bridged_in = b.received;
+                drop(node);
+                drop(inline);
+                for t in wts {
+                    t.join().unwrap();
+                }
+                rep
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let reps: Vec<NodeReport> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let elapsed = start.elapsed().as_secs_f64();
+    let sum = |f: fn(&NodeReport) -> u64| reps.iter().map(f).fold(0u64, u64::wrapping_add);
+    let (sent, returned, dropped) = (sum(|r| r.sent), sum(|r| r.returned), sum(|r| r.dropped));
+    let violations = sum(|r| r.violations);
+    let exactly_once =
+        returned + dropped == sent && (dropped > 0 || sum(|r| r.sum_in) == sum(|r| r.sum_out));
+    let flushed = reps.iter().all(|r| r.flushed);
+    for (k, r) in reps.iter().enumerate() {
+        println!(
+            "node {k}: generated {}, processed here {}, dropped {}, rescheduled {}, bridged out {}, bridged in {}",
+            r.sent,
+            r.returned + r.dropped,
+            r.dropped,
+            r.rescheduled,
+            r.bridged_out,
+            r.bridged_in
+        );
+    }
+    println!(
+        "summary: {sent} packets in {elapsed:.1} s ({:.2} Mpps over {n} nodes); returned {returned}, dropped {dropped}; flush {}",
+        sent as f64 / elapsed / 1e6,
+        if flushed { "ok" } else { "FAILED" },
+    );
+    println!(
+        "order check (per flow and entry node): {}; exactly once: {}",
+        if violations == 0 {
+            "every flow in order".to_string()
+        } else {
+            format!("{violations} VIOLATIONS")
+        },
+        if exactly_once { "yes" } else { "NO" }
+    );
+    if violations == 0 && exactly_once && flushed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -97,6 +97,7 @@ pub fn probe_rtt_ns() -> f64 {
 }
 
 /// One figure an implementation produces per repetition.
+#[derive(Clone, Copy)]
 pub struct Metric {
     /// Appended to the scenario name (`""` for the headline figure).
     pub suffix: &'static str,
