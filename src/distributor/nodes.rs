@@ -219,6 +219,71 @@ struct Progress {
     flushing: AtomicBool,
 }
 
+/// The layout-wide quiescence check behind [`NodeDistributor::flush`]: one [`Progress`]
+/// line per node.
+///
+/// The argument: counts only grow, and a packet is counted as entered (and published)
+/// before any node can finish it, so the sum of `finished` never exceeds the sum of
+/// `entered`. A checker that reads every node's `flushing` flag (all set: no node takes
+/// new input, so the entered counts stay as they are), then every `finished`, then every
+/// `entered`, and finds the sums equal, has seen an instant (between its finished and its
+/// entered reads) at which every packet that had entered had finished. All accesses are
+/// SeqCst, so they fall into one order with the nodes' stores.
+pub(crate) struct Quiescence(Arc<[CachePadded<Progress>]>);
+
+impl Quiescence {
+    pub(crate) fn new(nodes: usize) -> Quiescence {
+        Quiescence(
+            (0..nodes)
+                .map(|_| CachePadded::new(Progress::default()))
+                .collect(),
+        )
+    }
+
+    fn share(&self) -> Quiescence {
+        Quiescence(Arc::clone(&self.0))
+    }
+
+    /// Node `node`'s counts, stored where they changed (only that node's thread calls
+    /// this for `node`).
+    pub(crate) fn publish(&self, node: usize, entered: u64, finished: u64) {
+        let p = &self.0[node];
+        // Relaxed loads: this thread is the only writer of its counts. SeqCst stores: see
+        // the type's docs.
+        if p.entered.load(Ordering::Relaxed) != entered {
+            p.entered.store(entered, Ordering::SeqCst);
+        }
+        if p.finished.load(Ordering::Relaxed) != finished {
+            p.finished.store(finished, Ordering::SeqCst);
+        }
+    }
+
+    /// Node `node`'s input has ended (`true`) or started again.
+    pub(crate) fn set_flushing(&self, node: usize, on: bool) {
+        // SeqCst: see the type's docs.
+        self.0[node].flushing.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether every node is flushing and every packet that entered has finished.
+    pub(crate) fn idle(&self) -> bool {
+        // SeqCst: see the type's docs. Flags first, then finished, then entered.
+        if !self.0.iter().all(|p| p.flushing.load(Ordering::SeqCst)) {
+            return false;
+        }
+        let finished: u64 = self
+            .0
+            .iter()
+            .map(|p| p.finished.load(Ordering::SeqCst))
+            .sum();
+        let entered: u64 = self
+            .0
+            .iter()
+            .map(|p| p.entered.load(Ordering::SeqCst))
+            .sum();
+        finished == entered
+    }
+}
+
 /// One node's distributor: see the [module documentation](self). Used by one thread (the
 /// node's distributor thread, best pinned to a CPU of that node).
 pub struct NodeDistributor<T, F> {
@@ -239,13 +304,13 @@ pub struct NodeDistributor<T, F> {
     /// This call's input for node `o`, in order (`id`: the local share).
     sorted: Vec<Vec<T>>,
     tags: Vec<u64>,
-    progress: Arc<[CachePadded<Progress>]>,
-    /// This node's counts (published to `progress[id]` when they change).
+    progress: Quiescence,
+    /// This node's counts (published to `progress` when they change).
     entered: u64,
     finished: u64,
     /// The distributor's dropped + lost counts already added to `finished`.
     seen_gone: u64,
-    /// As published in `progress[id].flushing`.
+    /// As published in `progress` (this node's `flushing` flag).
     flushing: bool,
     stats: BridgeStats,
 }
@@ -292,9 +357,7 @@ where
             }
         }
     }
-    let progress: Arc<[CachePadded<Progress>]> = (0..n)
-        .map(|_| CachePadded::new(Progress::default()))
-        .collect();
+    let progress = Quiescence::new(n);
     let mut layout = Vec::with_capacity(n);
     for (id, (out, inb)) in tx.into_iter().zip(rx).enumerate() {
         let (mut dist, workers) = new_distributor(
@@ -318,7 +381,7 @@ where
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 sorted: (0..n).map(|_| Vec::new()).collect(),
                 tags: Vec::new(),
-                progress: Arc::clone(&progress),
+                progress: progress.share(),
                 entered: 0,
                 finished: 0,
                 seen_gone: 0,
@@ -392,10 +455,7 @@ where
         if self.flushing && !pkts.is_empty() {
             // New input: the other nodes' flushes wait for this node's again.
             self.flushing = false;
-            // SeqCst: as in `publish`.
-            self.progress[self.id]
-                .flushing
-                .store(false, Ordering::SeqCst);
+            self.progress.set_flushing(self.id, false);
         }
         self.export_reschedules();
         // Reschedules waiting for room go first; a destination still blocked by them takes
@@ -519,10 +579,7 @@ where
         let mut empty = Vec::new();
         if !self.flushing {
             self.flushing = true;
-            // SeqCst: as in `publish`.
-            self.progress[self.id]
-                .flushing
-                .store(true, Ordering::SeqCst);
+            self.progress.set_flushing(self.id, true);
         }
         loop {
             let before = (self.entered, self.finished, self.stats);
@@ -530,7 +587,7 @@ where
                 return Err(FlushError::NoWorkers(empty));
             }
             self.collect(out);
-            if self.layout_idle() {
+            if self.progress.idle() {
                 return Ok(());
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -684,42 +741,7 @@ where
             self.finished += gone - self.seen_gone;
             self.seen_gone = gone;
         }
-        let p = &self.progress[self.id];
-        // Relaxed loads: this thread is the only writer of its counts. SeqCst stores: the flush's quiescence check reads all counts in one total order with
-        // these stores (see `layout_idle`); once per call, and only on change.
-        if p.entered.load(Ordering::Relaxed) != self.entered {
-            p.entered.store(self.entered, Ordering::SeqCst);
-        }
-        if p.finished.load(Ordering::Relaxed) != self.finished {
-            p.finished.store(self.finished, Ordering::SeqCst);
-        }
-    }
-
-    /// Whether, at one instant between the two scans, every packet that had entered any
-    /// node had finished. Counts only grow and a packet is counted as entered before any
-    /// node can finish it, so `finished <= entered` at every instant; finished counts read
-    /// before entered counts, and equal, prove such an instant.
-    fn layout_idle(&self) -> bool {
-        // SeqCst: pairs with the stores in `publish`, `distribute` and `flush`. Every node
-        // flushing first: then no node takes new input, and `entered` stays as it is.
-        if !self
-            .progress
-            .iter()
-            .all(|p| p.flushing.load(Ordering::SeqCst))
-        {
-            return false;
-        }
-        let finished: u64 = self
-            .progress
-            .iter()
-            .map(|p| p.finished.load(Ordering::SeqCst))
-            .sum();
-        let entered: u64 = self
-            .progress
-            .iter()
-            .map(|p| p.entered.load(Ordering::SeqCst))
-            .sum();
-        finished == entered
+        self.progress.publish(self.id, self.entered, self.finished);
     }
 }
 
@@ -745,10 +767,8 @@ impl<T, F> Drop for NodeDistributor<T, F> {
             + held
             + self.dist.backlog.len() as u64
             + self.dist.returned.len() as u64;
-        let p = &self.progress[self.id];
-        // SeqCst: as in `publish`.
-        p.finished.store(total, Ordering::SeqCst);
-        p.flushing.store(true, Ordering::SeqCst);
+        self.progress.publish(self.id, self.entered, total);
+        self.progress.set_flushing(self.id, true);
     }
 }
 
@@ -761,5 +781,58 @@ impl<T, F> fmt::Debug for NodeDistributor<T, F> {
             .field("finished", &self.finished)
             .field("bridges", &self.stats)
             .finish()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::Quiescence;
+    use crate::fifo::spsc;
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Node 0 takes one packet for node 1's flows: counts it, pushes it onto the bridge,
+    /// then flushes. Node 1 flushes from the start and pumps its bridge. Neither flush may
+    /// return before node 1 has finished the packet.
+    #[test]
+    fn no_flush_returns_while_a_packet_crosses_a_bridge() {
+        loom::model(|| {
+            let q = Quiescence::new(2);
+            let q0 = q.share();
+            let (mut tx, mut rx) = spsc::channel::<u8>(2).unwrap();
+            let done = Arc::new(AtomicBool::new(false));
+            let done0 = Arc::clone(&done);
+            let t = thread::spawn(move || {
+                q0.publish(0, 1, 0);
+                tx.push(7).unwrap();
+                q0.set_flushing(0, true);
+                while !q0.idle() {
+                    thread::yield_now();
+                }
+                assert!(
+                    done0.load(Ordering::SeqCst),
+                    "node 0's flush returned early"
+                );
+            });
+            q.set_flushing(1, true);
+            let mut finished = 0;
+            loop {
+                if rx.pop().is_some() {
+                    done.store(true, Ordering::SeqCst);
+                    finished += 1;
+                    q.publish(1, 0, finished);
+                }
+                if q.idle() {
+                    break;
+                }
+                thread::yield_now();
+            }
+            assert_eq!(
+                finished, 1,
+                "node 1's flush returned before the packet came"
+            );
+            t.join().unwrap();
+        });
     }
 }
