@@ -669,9 +669,15 @@ pub(crate) fn wait_after_miss<H, R>(
     let mut n = 0u32;
     loop {
         // Every pass follows a poll that found nothing. The clock every 64 polls while
-        // spinning, on every poll after.
+        // spinning, on every poll after. A wait that times out looks once more first, so
+        // it reports what a poll sees now (an item, or the other end gone): the caller's
+        // own miss may have been its only poll.
         if (n >= spins || n % 64 == 63) && expired(&mut deadline) {
-            return Err(WaitError::Timeout);
+            return match poll(h) {
+                Step::Ready(r) => Ok(r),
+                Step::Closed => Err(WaitError::Disconnected),
+                Step::Pending => Err(WaitError::Timeout),
+            };
         }
         if spin_forever || n < spins {
             n = n.wrapping_add(1);

@@ -435,3 +435,168 @@ fn ownership_is_stable_and_spread() {
     }
     assert_eq!(hits.into_inner(), 100);
 }
+
+#[test]
+fn a_reschedule_read_by_collect_goes_out_before_later_input() {
+    let (f0, f1) = flows_by_owner();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
+    let mut b = Vec::new();
+    w0[0].recv_burst(&mut b, 8).unwrap();
+    let mut p = b.pop().unwrap();
+    p.flow = f1;
+    w0[0].reschedule(p).unwrap();
+    // Node 0 reads the reschedule here, then a later packet of f1 enters at node 0.
+    n0.collect(&mut Vec::new());
+    assert_eq!(n0.held(), 1);
+    n0.distribute(&mut vec![pkt(f1, 1)]).unwrap();
+    n1.distribute(&mut Vec::new()).unwrap();
+    w1[0].recv_burst(&mut b, 8).unwrap();
+    assert_eq!(
+        b.iter().map(|p| p.seq).collect::<Vec<_>>(),
+        [0, 1],
+        "the rescheduled packet is the flow's next packet"
+    );
+}
+
+#[test]
+fn a_reschedule_for_a_dropped_node_goes_back_to_the_caller() {
+    let (f0, f1) = flows_by_owner();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    drop(layout.pop().unwrap());
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
+    let mut b = Vec::new();
+    w0[0].recv_burst(&mut b, 8).unwrap();
+    let mut p = b.pop().unwrap();
+    p.flow = f1;
+    p.moved = true;
+    w0[0].reschedule(p).unwrap();
+    let mut burst = vec![pkt(f1, 1)];
+    n0.distribute(&mut burst).unwrap();
+    let mut p0 = pkt(f1, 0);
+    p0.moved = true;
+    assert_eq!(
+        burst,
+        [p0, pkt(f1, 1)],
+        "both stay with the caller, the older first"
+    );
+    // Nothing is in flight any more: the flush ends.
+    n0.flush(&mut Vec::new(), WAIT).unwrap();
+    assert_eq!(n0.held(), 0);
+}
+
+thread_local! {
+    /// `panicky_tag` panics when this reaches 0 (then disarms); `u64::MAX`: never.
+    static COUNTDOWN: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+}
+
+fn panicky_tag(p: &Pkt) -> u64 {
+    COUNTDOWN.with(|c| match c.get() {
+        u64::MAX => {}
+        0 => {
+            c.set(u64::MAX);
+            panic!("tag panics (test)");
+        }
+        k => c.set(k - 1),
+    });
+    p.flow
+}
+
+/// A `tag` that panics at its k-th call, for every k through a run of two nodes with tiny
+/// bridges and credits and cross-node reschedules, both nodes and both workers driven by
+/// this thread: whatever call panics, every packet still comes back exactly once.
+#[test]
+fn a_panicking_tag_loses_no_packet_wherever_it_panics() {
+    let (f0, f1) = flows_by_owner();
+    let f0b = (f0 + 1..).find(|&f| owner_of(f, 2) == 0).unwrap();
+    let f1b = (f1 + 1..).find(|&f| owner_of(f, 2) == 1).unwrap();
+    let flows = [f0, f1, f0b, f1b];
+    let mut panicked_somewhere = 0;
+    for k in 0..120u64 {
+        let cfg = NodesConfig {
+            nodes: 2,
+            workers_per_node: 1,
+            credit: 2,
+            bridge: 2,
+        };
+        let layout = nodes::new(cfg, panicky_tag as fn(&Pkt) -> u64).unwrap();
+        let mut ends: Vec<_> = layout.into_iter().collect();
+        // 12 packets entering at each node; every third is rescheduled to a flow of the
+        // other owner by the worker that gets it.
+        let mut input: Vec<Vec<Pkt>> = (0..2)
+            .map(|entry| {
+                (0..12u64)
+                    .map(|seq| {
+                        let flow = flows[(seq as usize + entry) % 4];
+                        let then = if seq % 3 == 0 {
+                            flows[(seq as usize + entry + 1) % 4]
+                        } else {
+                            u64::MAX
+                        };
+                        Pkt {
+                            flow,
+                            entry,
+                            seq,
+                            then,
+                            moved: false,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut back = Vec::new();
+        COUNTDOWN.with(|c| c.set(k));
+        let mut rounds = 0;
+        while back.len() < 24 {
+            rounds += 1;
+            assert!(rounds < 10_000, "k = {k}: stuck with {} back", back.len());
+            for (n, (node, ws)) in ends.iter_mut().enumerate() {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    node.distribute(&mut input[n]).unwrap();
+                    let mut b = Vec::new();
+                    if ws[0].recv_burst(&mut b, 8).unwrap() > 0 {
+                        for mut p in b {
+                            if p.then != u64::MAX {
+                                p.flow = p.then;
+                                p.then = u64::MAX;
+                                p.moved = true;
+                                ws[0].reschedule(p).unwrap();
+                            } else {
+                                ws[0].done(p).unwrap();
+                            }
+                        }
+                    }
+                    node.collect(&mut back);
+                }));
+                if r.is_err() {
+                    panicked_somewhere += 1;
+                }
+            }
+        }
+        COUNTDOWN.with(|c| c.set(u64::MAX));
+        let mut ids: Vec<(usize, u64)> = back.iter().map(|p| (p.entry, p.seq)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 24, "k = {k}: every packet back once");
+        assert_eq!(back.len(), 24, "k = {k}: none twice");
+        for (node, _) in &ends {
+            assert_eq!(node.held(), 0, "k = {k}");
+        }
+    }
+    assert!(panicked_somewhere > 60, "the tag panicked in most runs");
+}

@@ -262,3 +262,33 @@ fn mpsc_wait_for_items_stops_at_an_unpublished_reservation() {
     assert_eq!(rx.wait_for_items(Duration::from_secs(30)), Ok(2));
     assert_eq!((rx.pop(), rx.pop()), (Some(1), Some(2)));
 }
+
+#[test]
+fn a_zero_timeout_still_reports_a_closed_or_ready_ring() {
+    // With no spins, the wait's first check of the clock comes before any poll of its
+    // own; it must still look once more before answering `Timeout`.
+    let none = WaitStrategy::SpinPark {
+        spins: 0,
+        yields: 0,
+    };
+    let (tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    rx.set_wait_strategy(none);
+    drop(tx);
+    assert_eq!(rx.pop_wait(Duration::ZERO), Err(WaitError::Disconnected));
+    let (tx, mut rx) = mpsc::waitable::<u32>(4).unwrap();
+    rx.set_wait_strategy(none);
+    drop(tx);
+    assert_eq!(rx.pop_wait(Duration::ZERO), Err(WaitError::Disconnected));
+    let (mut tx, rx) = spsc::waitable::<u32>(1).unwrap();
+    tx.set_wait_strategy(none);
+    tx.push(1).unwrap();
+    drop(rx);
+    let e = tx.push_wait(2, Duration::ZERO).unwrap_err();
+    assert_eq!((e.error, e.value), (WaitError::Disconnected, 2));
+    let (mut tx, mut rx) = mpsc::waitable::<u32>(1).unwrap();
+    tx.set_wait_strategy(none);
+    tx.push(1).unwrap();
+    let e = tx.push_wait(2, Duration::ZERO).unwrap_err();
+    assert_eq!((e.error, e.value), (WaitError::Timeout, 2));
+    assert_eq!(rx.pop(), Some(1));
+}

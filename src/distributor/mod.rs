@@ -652,6 +652,18 @@ where
         }
     }
 
+    /// Reads the workers' return rings and routes the backlog now, so that a reschedule
+    /// read here goes out before input the caller splits up next (the multi-node layout
+    /// sends reschedules to other nodes' tags over a bridge, ahead of later input).
+    pub(crate) fn route_returns(&mut self) {
+        self.poll_returns();
+        if self.active > 0 {
+            self.blocked.clear();
+            self.route_backlog();
+            self.push_staged();
+        }
+    }
+
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.
     fn poll_returns(&mut self) {
         for w in 0..self.lanes.len() {

@@ -301,8 +301,12 @@ pub struct NodeDistributor<T, F> {
     /// Packets read from the bridge from node `s` that the local workers had no credit
     /// for yet, in arrival order.
     inbound: Vec<Vec<T>>,
-    /// This call's input for node `o`, in order (`id`: the local share).
+    /// This call's input for node `o`, in order (`id`: the local share, which a panic may
+    /// leave here for the next call).
     sorted: Vec<Vec<T>>,
+    /// Packets going back to the caller at the end of this call (or, after a panic, at
+    /// the start of the next): new input for a full bridge, reschedules for a dropped node.
+    back: Vec<T>,
     tags: Vec<u64>,
     progress: Quiescence,
     /// This node's counts (published to `progress` when they change).
@@ -380,6 +384,7 @@ where
                 pending_out: (0..n).map(|_| Vec::new()).collect(),
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 sorted: (0..n).map(|_| Vec::new()).collect(),
+                back: Vec::new(),
                 tags: Vec::new(),
                 progress: progress.share(),
                 entered: 0,
@@ -452,20 +457,35 @@ where
     /// assert!(n0.bridge_stats().sent > 0);
     /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
+        // Packets an earlier call left for the caller when it panicked: older than `pkts`.
+        if !self.back.is_empty() {
+            self.back.append(pkts);
+            core::mem::swap(pkts, &mut self.back);
+        }
         if self.flushing && !pkts.is_empty() {
             // New input: the other nodes' flushes wait for this node's again.
             self.flushing = false;
             self.progress.set_flushing(self.id, false);
         }
+        // The workers' hand-backs first: a reschedule read now (or by `collect` before)
+        // goes out ahead of this call's input, to whichever node owns its new tag. `tag`
+        // may panic in here: nothing has been taken from `pkts` yet.
+        self.dist.route_returns();
         self.export_reschedules();
         // Reschedules waiting for room go first; a destination still blocked by them takes
-        // no new input this call (its flows' order).
+        // no new input this call (its flows' order). Those for a node that was dropped go
+        // back to the caller.
         let mut blocked = [false; MAX_NODES];
         for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
             if !self.pending_out[o].is_empty() {
-                let mut v = std::mem::take(&mut self.pending_out[o]);
-                self.push_bridge(o, &mut v, false);
-                *blocked = !v.is_empty();
+                let mut v = core::mem::take(&mut self.pending_out[o]);
+                if self.push_bridge(o, &mut v, false) {
+                    *blocked = !v.is_empty();
+                } else {
+                    // They had entered: given back, they count as finished here.
+                    self.finished += v.len() as u64;
+                    self.back.append(&mut v);
+                }
                 self.pending_out[o] = v;
             }
         }
@@ -474,57 +494,61 @@ where
         for p in pkts.iter() {
             self.tags.push((self.tag)(p));
         }
-        let mut left_foreign = Vec::new();
+        // From here until the end every packet is in `self` (`sorted`, `back`, the
+        // bridges, the distributor), so a panic below loses none: the next call goes on.
+        let mut placed = 0usize;
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
             let o = owner_of(t, self.nodes);
-            if blocked[o] {
-                left_foreign.push(p);
+            if o == self.id {
+                // Counted as entered now; what the workers cannot take yet goes back to the
+                // caller at the end, counted as finished.
+                self.entered += 1;
+                self.sorted[o].push(p);
+            } else if blocked[o] {
+                self.back.push(p);
             } else {
                 self.sorted[o].push(p);
             }
         }
-        let mut placed = 0usize;
         for o in 0..self.nodes {
             if o == self.id || self.sorted[o].is_empty() {
                 continue;
             }
-            let mut v = std::mem::take(&mut self.sorted[o]);
+            let mut v = core::mem::take(&mut self.sorted[o]);
             let before = v.len();
             self.push_bridge(o, &mut v, true);
             placed += before - v.len();
-            left_foreign.append(&mut v);
+            self.back.append(&mut v);
             self.sorted[o] = v;
         }
+        self.publish();
         let r = self.pump_local();
-        let mut local = std::mem::take(&mut self.sorted[self.id]);
         let r = r.and_then(|()| {
-            let before = local.len();
-            match self.dist.distribute(&mut local) {
+            let before = self.sorted[self.id].len();
+            match self.dist.distribute(&mut self.sorted[self.id]) {
                 Ok(n) => {
                     placed += n;
-                    self.entered += n as u64;
                     Ok(())
                 }
                 Err(NoWorkers) => {
-                    // The backlog came back at the front: packets that had entered.
-                    self.finished += (local.len() - before) as u64;
+                    debug_assert!(self.sorted[self.id].len() >= before, "all given back");
                     Err(NoWorkers)
                 }
             }
         });
+        // Local packets not placed, with the backlog in front of them on `NoWorkers`: all
+        // had entered, so going back to the caller they count as finished.
+        self.finished += self.sorted[self.id].len() as u64;
+        pkts.append(&mut self.sorted[self.id]);
         if r.is_err() {
-            // The flows this node owns cannot be placed here: everything of them goes back.
-            let mut back = Vec::new();
+            // The flows this node owns cannot be placed here: what came over the bridges
+            // goes back too.
             for s in 0..self.nodes {
                 self.finished += self.inbound[s].len() as u64;
-                back.append(&mut self.inbound[s]);
+                pkts.append(&mut self.inbound[s]);
             }
-            back.append(&mut local);
-            local = back;
         }
-        pkts.append(&mut local);
-        pkts.append(&mut left_foreign);
-        self.sorted[self.id] = local;
+        pkts.append(&mut self.back);
         self.publish();
         r.map(|()| placed)
     }
@@ -584,6 +608,7 @@ where
         loop {
             let before = (self.entered, self.finished, self.stats);
             if self.distribute(&mut empty).is_err() {
+                self.collect(out);
                 return Err(FlushError::NoWorkers(empty));
             }
             self.collect(out);
@@ -621,6 +646,8 @@ where
             + self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
+            + self.sorted[self.id].len()
+            + self.back.len()
     }
 
     /// Packets and publications on this node's bridges so far.
@@ -685,10 +712,11 @@ where
     /// fit stays in `v`. New input (`count`) is counted as entered, and the count
     /// published, before any of it can reach the other node; reschedules had entered
     /// already. The room is the producer's cached view of the other end, refreshed only
-    /// when it says full.
-    fn push_bridge(&mut self, o: usize, v: &mut Vec<T>, count: bool) {
+    /// when it says full. Returns false (and pushes nothing) if node `o` was dropped.
+    fn push_bridge(&mut self, o: usize, v: &mut Vec<T>, count: bool) -> bool {
         let mut tx = self.out[o].take().expect("a bridge to every other node");
-        if !tx.is_abandoned() {
+        let open = !tx.is_abandoned();
+        if open {
             let chunk = tx.write_chunk(v.len());
             let k = chunk.len();
             if k > 0 {
@@ -705,6 +733,7 @@ where
             }
         }
         self.out[o] = Some(tx);
+        open
     }
 
     /// Reads the bridges whose earlier packets are all placed, and places what waits.
@@ -721,12 +750,9 @@ where
                 self.stats.received += n as u64;
             }
             if !self.inbound[s].is_empty() {
-                let mut v = std::mem::take(&mut self.inbound[s]);
-                // On `NoWorkers`, `v` comes back whole with the backlog in front of it; it
-                // stays here, in order, and the caller's error path hands it all back.
-                let r = self.dist.distribute(&mut v);
-                self.inbound[s] = v;
-                r?;
+                // In place: if `tag` panics, what was not taken stays here. On `NoWorkers`
+                // the backlog comes back in front of it; the caller hands it all back.
+                self.dist.distribute(&mut self.inbound[s])?;
             }
         }
         Ok(())
@@ -750,11 +776,16 @@ impl<T, F> Drop for NodeDistributor<T, F> {
     /// bridge or for credit, or in the bridges to it) are dropped with it, and counted as
     /// finished so that the other nodes' flushes can end; the node counts as flushing from
     /// now on. Packets other nodes push onto its bridges later stay with their callers
-    /// (its bridges are abandoned).
+    /// (its bridges are abandoned). Drop a node after its `flush` returned: then no node
+    /// sends it anything. A node dropped while another is pushing onto its bridge may miss
+    /// that burst (it is freed with the ring, uncounted), and the other nodes' flushes
+    /// then end only by their timeout.
     fn drop(&mut self) {
+        // Packets in `back` never entered (or were counted as finished when put there).
         let mut gone = self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
-            + self.inbound.iter().map(Vec::len).sum::<usize>();
+            + self.inbound.iter().map(Vec::len).sum::<usize>()
+            + self.sorted[self.id].len();
         for rx in self.inb.iter_mut().flatten() {
             gone += rx.pop_burst_with(usize::MAX, drop);
         }
