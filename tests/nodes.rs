@@ -30,6 +30,15 @@ fn tag(p: &Pkt) -> u64 {
 }
 
 const FLOWS: u64 = 64;
+
+/// Packet counts, scaled down under Miri.
+fn scale(n: u64) -> u64 {
+    if cfg!(miri) {
+        n / 100
+    } else {
+        n
+    }
+}
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Per flow: whether a worker is processing one of its packets now, and the (entry, seq)
@@ -200,7 +209,7 @@ fn check_exactly_once(nodes_n: usize, input: &[Vec<Pkt>], outs: &[Vec<Pkt>]) {
 
 #[test]
 fn two_nodes_keep_order_per_flow_and_entry_and_return_everything_once() {
-    let input = traffic(2, 20_000, 0);
+    let input = traffic(2, scale(20_000), 0);
     let outs = run(2, 2, 64, input.clone());
     check_exactly_once(2, &input, &outs);
     // Both nodes' entries reached flows of both owners.
@@ -211,16 +220,17 @@ fn two_nodes_keep_order_per_flow_and_entry_and_return_everything_once() {
 
 #[test]
 fn reschedules_cross_to_the_new_flows_owner_exactly_once() {
-    let input = traffic(2, 10_000, 4);
+    let per = scale(10_000);
+    let input = traffic(2, per, 4);
     let outs = run(2, 2, 32, input.clone());
     check_exactly_once(2, &input, &outs);
-    let moved = outs.iter().flatten().filter(|p| p.seq % 4 == 0).count();
-    assert_eq!(moved, 2 * 2500);
+    let moved = outs.iter().flatten().filter(|p| p.moved).count();
+    assert_eq!(moved, 2 * (0..per).filter(|s| s % 4 == 0).count());
 }
 
 #[test]
 fn three_nodes_with_tiny_bridges_lose_nothing() {
-    let input = traffic(3, 6_000, 7);
+    let input = traffic(3, scale(6_000), 7);
     let outs = run(3, 1, 2, input.clone());
     check_exactly_once(3, &input, &outs);
 }
@@ -527,7 +537,8 @@ fn a_panicking_tag_loses_no_packet_wherever_it_panics() {
     let f1b = (f1 + 1..).find(|&f| owner_of(f, 2) == 1).unwrap();
     let flows = [f0, f1, f0b, f1b];
     let mut panicked_somewhere = 0;
-    for k in 0..120u64 {
+    let step = if cfg!(miri) { 15 } else { 1 };
+    for k in (0..120u64).step_by(step) {
         let cfg = NodesConfig {
             nodes: 2,
             workers_per_node: 1,
@@ -598,5 +609,8 @@ fn a_panicking_tag_loses_no_packet_wherever_it_panics() {
             assert_eq!(node.held(), 0, "k = {k}");
         }
     }
-    assert!(panicked_somewhere > 60, "the tag panicked in most runs");
+    assert!(
+        panicked_somewhere > 60 / step,
+        "the tag panicked in most runs"
+    );
 }

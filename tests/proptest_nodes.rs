@@ -1,0 +1,42 @@
+//! Property test: random schedules of the multi-node layout (`distributor::nodes`): inputs
+//! at any node, distributes, worker receives, hand-backs, reschedules across nodes, drops,
+//! collects, all driven from one thread, checked against a model of the packets in the
+//! layout; see `tests/support/nodes_model.rs`.
+#![cfg(all(not(loom), feature = "std"))]
+
+mod support {
+    pub mod nodes_model;
+}
+
+use proptest::prelude::*;
+use support::nodes_model::{run, Op};
+
+fn op() -> impl Strategy<Value = Op> {
+    let node = 0usize..3;
+    let w = 0usize..2;
+    prop_oneof![
+        3 => (node.clone(), proptest::collection::vec(any::<u8>(), 0..6))
+            .prop_map(|(n, f)| Op::Input(n, f)),
+        4 => node.clone().prop_map(Op::Distribute),
+        3 => (node.clone(), w.clone(), 0usize..5).prop_map(|(n, w, k)| Op::Recv(n, w, k)),
+        3 => (node.clone(), w.clone(), 0usize..4).prop_map(|(n, w, k)| Op::Done(n, w, k)),
+        1 => (node.clone(), w.clone(), any::<u8>()).prop_map(|(n, w, f)| Op::Resched(n, w, f)),
+        1 => (node.clone(), w).prop_map(|(n, w)| Op::Drop(n, w)),
+        2 => node.prop_map(Op::Collect),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn nodes_match_model(
+        nodes in 1usize..4,
+        workers in 1usize..3,
+        credit in 1usize..4,
+        bridge in 1usize..5,
+        ops in proptest::collection::vec(op(), 0..80),
+    ) {
+        if let Err(e) = run(nodes, workers, credit, bridge, &ops) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+}

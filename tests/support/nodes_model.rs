@@ -1,0 +1,242 @@
+//! A sequential model of the multi-node layout (`distributor::nodes`), shared by
+//! `tests/proptest_nodes.rs` and the `nodes` fuzz target: every node and every worker is
+//! driven from one thread by a list of operations, and each step is checked against a
+//! `HashMap` of the packets in the layout (id -> packet). Checks:
+//! - every packet a worker receives belongs to a flow its node owns;
+//! - no two workers of a node hold packets of one flow at once;
+//! - per (flow, entry node), packets not rescheduled reach workers in the order they
+//!   entered;
+//! - a packet rescheduled to flow `g` by a worker of node `k` reaches a worker before any
+//!   packet of `g` that enters at `k` after the reschedule;
+//! - every packet collected or dropped was in the layout, once (none twice, none made up);
+//! - after the operations, driving everything to completion returns every packet.
+
+use std::collections::{HashMap, VecDeque};
+
+use flowline::distributor::nodes::{self, owner_of, NodeDistributor, NodesConfig};
+use flowline::distributor::Worker;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pkt {
+    pub id: u64,
+    pub flow: u64,
+    pub entry: usize,
+    pub moved: bool,
+}
+
+fn tag(p: &Pkt) -> u64 {
+    p.flow
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Packets of these flows (mod 8) enter at node `.0` (queued for its next distribute).
+    Input(usize, Vec<u8>),
+    /// Node `.0` distributes its queued input (and moves bridge traffic).
+    Distribute(usize),
+    /// Worker `.1` of node `.0` receives up to `.2` packets.
+    Recv(usize, usize, usize),
+    /// Worker `.1` of node `.0` hands back its oldest `.2` packets as processed.
+    Done(usize, usize, usize),
+    /// Worker `.1` of node `.0` reschedules its oldest packet to flow `.2` (mod 8).
+    Resched(usize, usize, u8),
+    /// Worker `.1` of node `.0` drops its oldest packet.
+    Drop(usize, usize),
+    /// Node `.0` collects.
+    Collect(usize),
+}
+
+type Node = NodeDistributor<Pkt, fn(&Pkt) -> u64>;
+
+struct State {
+    nodes: Vec<Node>,
+    workers: Vec<Vec<(Worker<Pkt>, VecDeque<Pkt>)>>,
+    input: Vec<Vec<Pkt>>,
+    /// The packets in the layout.
+    live: HashMap<u64, Pkt>,
+    /// Per (flow, entry): the id of the last packet (not rescheduled) a worker received.
+    last: HashMap<(u64, usize), u64>,
+    /// Rescheduled packets no worker has received yet: (id, new flow, node whose worker
+    /// rescheduled it, first id of the input that came after).
+    rescheduled: Vec<(u64, u64, usize, u64)>,
+    next_id: u64,
+    n: usize,
+}
+
+impl State {
+    fn recv(&mut self, node: usize, w: usize, max: usize) -> Result<(), String> {
+        let mut b = Vec::new();
+        let (worker, _) = &mut self.workers[node][w];
+        worker
+            .recv_burst(&mut b, max)
+            .map_err(|e| format!("recv: {e}"))?;
+        for p in b {
+            if owner_of(p.flow, self.n) != node {
+                return Err(format!("{p:?} reached node {node}, not its owner"));
+            }
+            for (other, (_, held)) in self.workers[node].iter().enumerate() {
+                if other != w && held.iter().any(|q| q.flow == p.flow) {
+                    return Err(format!("flow {} held by workers {w} and {other}", p.flow));
+                }
+            }
+            if !p.moved {
+                if let Some(&l) = self.last.get(&(p.flow, p.entry)) {
+                    if p.id < l {
+                        return Err(format!("{p:?} received after id {l} of its flow/entry"));
+                    }
+                }
+                self.last.insert((p.flow, p.entry), p.id);
+            }
+            if let Some(&(pid, ..)) = self.rescheduled.iter().find(|&&(pid, g, k, first)| {
+                pid != p.id && !p.moved && p.flow == g && p.entry == k && p.id >= first
+            }) {
+                return Err(format!(
+                    "{p:?} received before packet {pid}, rescheduled into its flow earlier"
+                ));
+            }
+            self.rescheduled.retain(|&(pid, ..)| pid != p.id);
+            if self.live.get(&p.id) != Some(&p) {
+                return Err(format!("{p:?} received but not in the layout as such"));
+            }
+            self.workers[node][w].1.push_back(p);
+        }
+        Ok(())
+    }
+
+    fn collect(&mut self, node: usize) -> Result<(), String> {
+        let mut out = Vec::new();
+        self.nodes[node].collect(&mut out);
+        for p in out {
+            if self.live.remove(&p.id) != Some(p) {
+                return Err(format!("{p:?} collected at node {node} twice or made up"));
+            }
+        }
+        Ok(())
+    }
+
+    fn distribute(&mut self, node: usize) -> Result<(), String> {
+        self.nodes[node]
+            .distribute(&mut self.input[node])
+            .map(|_| ())
+            .map_err(|e| format!("distribute at node {node}: {e}"))
+    }
+}
+
+/// Runs `ops` on a layout of `n` nodes with `workers` workers each, then drives it to
+/// completion; `Err` describes the first broken property.
+pub fn run(
+    n: usize,
+    workers: usize,
+    credit: usize,
+    bridge: usize,
+    ops: &[Op],
+) -> Result<(), String> {
+    let layout = nodes::new(
+        NodesConfig {
+            nodes: n,
+            workers_per_node: workers,
+            credit,
+            bridge,
+        },
+        tag as fn(&Pkt) -> u64,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut st = State {
+        nodes: Vec::new(),
+        workers: Vec::new(),
+        input: vec![Vec::new(); n],
+        live: HashMap::new(),
+        last: HashMap::new(),
+        rescheduled: Vec::new(),
+        next_id: 0,
+        n,
+    };
+    for (node, ws) in layout {
+        st.nodes.push(node);
+        st.workers
+            .push(ws.into_iter().map(|w| (w, VecDeque::new())).collect());
+    }
+    for op in ops {
+        match *op {
+            Op::Input(node, ref flows) => {
+                let node = node % n;
+                for &f in flows {
+                    let p = Pkt {
+                        id: st.next_id,
+                        flow: u64::from(f % 8),
+                        entry: node,
+                        moved: false,
+                    };
+                    st.next_id += 1;
+                    st.live.insert(p.id, p);
+                    st.input[node].push(p);
+                }
+            }
+            Op::Distribute(node) => st.distribute(node % n)?,
+            Op::Recv(node, w, max) => st.recv(node % n, w % workers, max)?,
+            Op::Done(node, w, k) => {
+                let (worker, held) = &mut st.workers[node % n][w % workers];
+                let k = k.min(held.len());
+                let mut b: Vec<Pkt> = held.drain(..k).collect();
+                worker
+                    .done_burst(&mut b)
+                    .map_err(|e| format!("done: {e}"))?;
+            }
+            Op::Resched(node, w, f) => {
+                let (worker, held) = &mut st.workers[node % n][w % workers];
+                if let Some(mut p) = held.pop_front() {
+                    p.flow = u64::from(f % 8);
+                    p.moved = true;
+                    st.live.insert(p.id, p);
+                    st.rescheduled.retain(|&(pid, ..)| pid != p.id);
+                    st.rescheduled.push((p.id, p.flow, node % n, st.next_id));
+                    worker
+                        .reschedule(p)
+                        .map_err(|e| format!("reschedule: {e}"))?;
+                }
+            }
+            Op::Drop(node, w) => {
+                let (worker, held) = &mut st.workers[node % n][w % workers];
+                if let Some(p) = held.pop_front() {
+                    worker.drop_packet(p).map_err(|e| format!("drop: {e}"))?;
+                    if st.live.remove(&p.id).is_none() {
+                        return Err(format!("{p:?} dropped but not in the layout"));
+                    }
+                }
+            }
+            Op::Collect(node) => st.collect(node % n)?,
+        }
+    }
+    // Drive everything to completion: every packet must come back.
+    for _ in 0..10_000 {
+        if st.live.is_empty() {
+            break;
+        }
+        for node in 0..n {
+            st.distribute(node)?;
+            for w in 0..workers {
+                st.recv(node, w, usize::MAX)?;
+                let (worker, held) = &mut st.workers[node][w];
+                let mut b: Vec<Pkt> = held.drain(..).collect();
+                worker
+                    .done_burst(&mut b)
+                    .map_err(|e| format!("done: {e}"))?;
+            }
+            st.collect(node)?;
+        }
+    }
+    if !st.live.is_empty() {
+        return Err(format!("{} packets never came back", st.live.len()));
+    }
+    // One more look at the hand-backs (the last drop may not have been read yet).
+    for node in 0..n {
+        st.distribute(node)?;
+        st.collect(node)?;
+    }
+    for node in &st.nodes {
+        if node.held() != 0 {
+            return Err(format!("node {} still holds {}", node.id(), node.held()));
+        }
+    }
+    Ok(())
+}
