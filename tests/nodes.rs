@@ -133,7 +133,7 @@ fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> V
     let threads: Vec<_> = layout
         .into_iter()
         .zip(input)
-        .map(|((mut node, ws), mut input)| {
+        .map(|((mut node, ws), input)| {
             let id = node.id();
             let wts: Vec<_> = ws
                 .into_iter()
@@ -141,13 +141,20 @@ fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> V
                 .collect();
             std::thread::spawn(move || {
                 let mut out = Vec::new();
-                while !input.is_empty() {
-                    let take = input.len().min(24);
-                    let mut burst: Vec<Pkt> = input.drain(..take).collect();
-                    node.distribute(&mut burst).unwrap();
-                    // Leftovers go first next time (each flow's order).
-                    burst.append(&mut input);
-                    input = burst;
+                let mut rest = input.into_iter().peekable();
+                let mut burst: Vec<Pkt> = Vec::new();
+                while rest.peek().is_some() || !burst.is_empty() {
+                    // Leftovers stay in front (each flow's order); new packets after them.
+                    while burst.len() < 24 {
+                        match rest.next() {
+                            Some(p) => burst.push(p),
+                            None => break,
+                        }
+                    }
+                    if node.distribute(&mut burst).unwrap() == 0 {
+                        // Nothing placed: let the workers (more threads than CPUs) run.
+                        std::thread::yield_now();
+                    }
                     node.collect(&mut out);
                 }
                 node.flush(&mut out, WAIT).unwrap();
