@@ -661,6 +661,19 @@ where
             self.blocked.clear();
             self.route_backlog();
             self.push_staged();
+        } else if let Some(o) = self.ownership {
+            // No worker to route to, but reschedules to other nodes' tags still go there
+            // first (the rest of the backlog goes back with `NoWorkers`).
+            for _ in 0..self.backlog.len() {
+                // Tagged in place: if `tag` panics, nothing is lost.
+                let t = (self.tag)(self.backlog.front().expect("counted"));
+                let p = self.backlog.pop_front().expect("counted");
+                if o.owns(t) {
+                    self.backlog.push_back(p);
+                } else {
+                    self.exported.push(p);
+                }
+            }
         }
     }
 

@@ -16,10 +16,14 @@
 //!   FIFO, then the owner's distributor, which keeps each source's order). For a flow that
 //!   enters at two nodes, each entry's packets keep their order; how the two sequences
 //!   interleave is not specified (as for two threads feeding one distributor in turns).
-//! * **Exactly once.** Every packet comes back once, at the node that processed it (its
-//!   owner's [`collect`](NodeDistributor::collect)), or is counted as dropped or lost
-//!   there. A worker's reschedule to a tag another node owns goes over the bridge to that
-//!   node, ahead of any later packet of that flow entering here.
+//! * **Exactly once.** Every packet comes back once: processed, at its owner's
+//!   [`collect`](NodeDistributor::collect) (or counted as dropped or lost there); or
+//!   unplaced, to a caller of [`distribute`](NodeDistributor::distribute) (its own input
+//!   that found no room; at a node without workers, also the packets of its flows that
+//!   came over the bridges; reschedules for a node that was dropped). A worker's
+//!   reschedule to a tag another node owns goes over the bridge to that node, ahead of
+//!   any packet of that flow that enters here in a later call (the workers' hand-backs
+//!   are read before the input is split up).
 //! * **Backpressure.** A full bridge (or a local worker without credit) leaves packets with
 //!   the caller: that packet and every later packet for the same destination in the burst
 //!   (so each flow's order holds on the retry). Packets that came over a bridge and cannot
@@ -29,13 +33,14 @@
 //! * **Flush.** [`NodeDistributor::flush`] returns once every packet that entered any node
 //!   has come back (collected, dropped or lost), so the nodes' threads flush together.
 //!   Each node keeps two counts on a line of its own (packets entered here, packets
-//!   finished here), written by its thread once per call when they changed and read by
-//!   the others only while they flush.
+//!   finished here) and a flag, written by its thread when they changed (at most once
+//!   per bridge push and once at the end of a call) and read by the others only while
+//!   they flush.
 //!
 //! Cross-node lines written per call: per destination that received packets, the bridge's
 //! packet lines and **one** index line (its tail); per source read, **one** index line (its
 //! head, released by the burst read); plus the node's own progress line when its counts
-//! changed (read by nobody while nobody flushes).
+//! changed (stores to a line read by nobody while nobody flushes: no transfer).
 //!
 //! ```
 //! use flowline::distributor::nodes::{self, NodesConfig};
@@ -209,7 +214,8 @@ pub struct BridgeStats {
 /// A node's progress, on its own line: written by that node's thread only.
 #[derive(Default)]
 struct Progress {
-    /// Packets that entered the layout here (placed on a local worker or a bridge).
+    /// Packets that entered the layout here: input taken for the local workers (those
+    /// given back unplaced count as finished too) or pushed onto a bridge.
     entered: AtomicU64,
     /// Packets that finished here: collected, dropped or lost, or given back on
     /// [`NoWorkers`] after having entered (at any node), or dropped with the node.
@@ -304,9 +310,12 @@ pub struct NodeDistributor<T, F> {
     /// This call's input for node `o`, in order (`id`: the local share, which a panic may
     /// leave here for the next call).
     sorted: Vec<Vec<T>>,
-    /// Packets going back to the caller at the end of this call (or, after a panic, at
-    /// the start of the next): new input for a full bridge, reschedules for a dropped node.
+    /// New input for full (or dropped) bridges, going back to the caller at the end of
+    /// the call (or by `give_back` if it panics). Never entered.
     back: Vec<T>,
+    /// Reschedules for dropped nodes: they had entered; counted as finished when handed
+    /// to a caller (or dropped with this node).
+    undeliverable: Vec<T>,
     tags: Vec<u64>,
     progress: Quiescence,
     /// This node's counts (published to `progress` when they change).
@@ -385,6 +394,7 @@ where
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 sorted: (0..n).map(|_| Vec::new()).collect(),
                 back: Vec::new(),
+                undeliverable: Vec::new(),
                 tags: Vec::new(),
                 progress: progress.share(),
                 entered: 0,
@@ -432,20 +442,27 @@ where
     /// call it (with an empty burst when there is no input) as often as
     /// [`collect`](Self::collect).
     ///
-    /// Packets it cannot place stay in `pkts`: first those for the local workers (as
-    /// [`Distributor::distribute`] leaves them), then those for each other node whose
-    /// bridge was full, each group in order, so every flow's order holds on the retry.
+    /// Packets it cannot place stay in `pkts`, each group in order, so every flow's order
+    /// holds on the retry: first those for the local workers (as
+    /// [`Distributor::distribute`] leaves them), then reschedules for a node that was
+    /// dropped, then those for each other node whose bridge was full, was dropped, or
+    /// still holds reschedules waiting for room (those go first).
     ///
     /// # Errors
     ///
-    /// [`NoWorkers`] if this node has no active worker: its own flows' packets (those of
-    /// the burst, its backlog, and those that came over the bridges) are given back in
-    /// `pkts`; packets for other nodes still go onto their bridges.
+    /// [`NoWorkers`] if this node has no active worker: its own flows' packets are given
+    /// back in `pkts` (those that came over the bridges first, with the backlog in front
+    /// of the first source's or of the local ones, then the burst's); reschedules and
+    /// packets for other nodes still go onto their bridges, reschedules first. Packets
+    /// that came over a bridge and are given back here have left their path: re-fed
+    /// after a worker rejoins, they may be processed after later packets of their flow
+    /// that were still on the bridge.
     ///
     /// # Panics
     ///
-    /// As [`Distributor::distribute`]. If `tag` panics, no packet is lost: the burst is
-    /// tagged before any packet is taken from it.
+    /// As [`Distributor::distribute`]. If `tag` (or the order check) panics, no packet is
+    /// lost: the burst's packets not yet placed are back in `pkts`, and packets the node
+    /// had taken in earlier calls stay in it.
     ///
     /// ```
     /// use flowline::distributor::nodes::{self, NodesConfig};
@@ -457,11 +474,45 @@ where
     /// assert!(n0.bridge_stats().sent > 0);
     /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
-        // Packets an earlier call left for the caller when it panicked: older than `pkts`.
-        if !self.back.is_empty() {
-            self.back.append(pkts);
-            core::mem::swap(pkts, &mut self.back);
+        /// Hands the packets of this call still held in the node back to the caller if
+        /// user code (`tag`, the order check) panics, as `Distributor::distribute` does.
+        struct GiveBack<'a, T, F: FnMut(&T) -> u64> {
+            node: &'a mut NodeDistributor<T, F>,
+            pkts: &'a mut Vec<T>,
         }
+        impl<T, F: FnMut(&T) -> u64> Drop for GiveBack<'_, T, F> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.node.give_back(self.pkts);
+                }
+            }
+        }
+        let g = GiveBack { node: self, pkts };
+        g.node.distribute_inner(g.pkts, true)
+    }
+
+    /// Gives the packets of this call that the node still holds back to the caller:
+    /// local input not placed (counted as finished: it had entered), packets for full
+    /// bridges, reschedules for dropped nodes (counted as finished now).
+    fn give_back(&mut self, pkts: &mut Vec<T>) {
+        let id = self.id;
+        self.finished += (self.sorted[id].len() + self.undeliverable.len()) as u64;
+        let mut v = core::mem::take(&mut self.undeliverable);
+        v.append(&mut self.sorted[id]);
+        v.append(&mut self.back);
+        v.append(pkts);
+        *pkts = v;
+        self.publish();
+    }
+
+    /// `distribute`; with `give_back` false (`flush`), reschedules for dropped nodes stay
+    /// in the node, uncounted as finished, so the flush does not end while they exist
+    /// (the next `distribute` hands them back).
+    fn distribute_inner(&mut self, pkts: &mut Vec<T>, give_back: bool) -> Result<usize, NoWorkers> {
+        debug_assert!(
+            self.back.is_empty() && self.sorted.iter().all(Vec::is_empty),
+            "emptied by every call, also when it panics"
+        );
         if self.flushing && !pkts.is_empty() {
             // New input: the other nodes' flushes wait for this node's again.
             self.flushing = false;
@@ -482,9 +533,9 @@ where
                 if self.push_bridge(o, &mut v, false) {
                     *blocked = !v.is_empty();
                 } else {
-                    // They had entered: given back, they count as finished here.
-                    self.finished += v.len() as u64;
-                    self.back.append(&mut v);
+                    // Node `o` was dropped: they go back to the caller (counted as finished
+                    // when handed over).
+                    self.undeliverable.append(&mut v);
                 }
                 self.pending_out[o] = v;
             }
@@ -536,17 +587,23 @@ where
                 }
             }
         });
-        // Local packets not placed, with the backlog in front of them on `NoWorkers`: all
-        // had entered, so going back to the caller they count as finished.
-        self.finished += self.sorted[self.id].len() as u64;
-        pkts.append(&mut self.sorted[self.id]);
         if r.is_err() {
             // The flows this node owns cannot be placed here: what came over the bridges
-            // goes back too.
+            // goes back too, first (the backlog is at the front of the source that found
+            // no worker, or of the local input), then the local input.
             for s in 0..self.nodes {
                 self.finished += self.inbound[s].len() as u64;
                 pkts.append(&mut self.inbound[s]);
             }
+        }
+        // Local packets not placed (with the backlog in front on `NoWorkers`): all had
+        // entered, so going back to the caller they count as finished. Then reschedules
+        // for dropped nodes (unless flushing), then packets for full bridges.
+        self.finished += self.sorted[self.id].len() as u64;
+        pkts.append(&mut self.sorted[self.id]);
+        if give_back || r.is_err() {
+            self.finished += self.undeliverable.len() as u64;
+            pkts.append(&mut self.undeliverable);
         }
         pkts.append(&mut self.back);
         self.publish();
@@ -607,10 +664,13 @@ where
         }
         loop {
             let before = (self.entered, self.finished, self.stats);
-            if self.distribute(&mut empty).is_err() {
+            // Nothing but `NoWorkers` puts packets into `empty` (no input, and reschedules
+            // for dropped nodes stay in the node, keeping the flush from ending).
+            if self.distribute_inner(&mut empty, false).is_err() {
                 self.collect(out);
                 return Err(FlushError::NoWorkers(empty));
             }
+            debug_assert!(empty.is_empty());
             self.collect(out);
             if self.progress.idle() {
                 return Ok(());
@@ -646,8 +706,7 @@ where
             + self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
-            + self.sorted[self.id].len()
-            + self.back.len()
+            + self.undeliverable.len()
     }
 
     /// Packets and publications on this node's bridges so far.
@@ -776,20 +835,30 @@ impl<T, F> Drop for NodeDistributor<T, F> {
     /// bridge or for credit, or in the bridges to it) are dropped with it, and counted as
     /// finished so that the other nodes' flushes can end; the node counts as flushing from
     /// now on. Packets other nodes push onto its bridges later stay with their callers
-    /// (its bridges are abandoned). Drop a node after its `flush` returned: then no node
-    /// sends it anything. A node dropped while another is pushing onto its bridge may miss
-    /// that burst (it is freed with the ring, uncounted), and the other nodes' flushes
-    /// then end only by their timeout.
+    /// (its bridges are abandoned). Drop a node only when no node will send it anything
+    /// more: after every node's `flush` returned, before any takes new input. A node
+    /// dropped while another is pushing onto its bridge may miss that burst (it is freed
+    /// with the ring, uncounted), and the other nodes' flushes then end only by their
+    /// timeout.
     fn drop(&mut self) {
-        // Packets in `back` never entered (or were counted as finished when put there).
+        // `back` and `sorted` are empty between calls.
         let mut gone = self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
-            + self.sorted[self.id].len();
+            + self.undeliverable.len();
         for rx in self.inb.iter_mut().flatten() {
             gone += rx.pop_burst_with(usize::MAX, drop);
         }
-        let held: u64 = self.dist.lanes.iter().map(|l| l.outstanding()).sum();
+        // At the workers: sent and not yet handed back (`cursor` counts every hand-back
+        // read, also while a leave freezes `completed`), plus unprocessed packets a
+        // leaving worker handed back; drops and reschedules read are in `counted` and
+        // the backlog.
+        let held: u64 = self
+            .dist
+            .lanes
+            .iter()
+            .map(|l| l.sent - l.cursor + l.leaving.len() as u64)
+            .sum();
         let v = self.dist.stats.values();
         let counted = v[DROPPED] + v[LOST];
         let total = self.finished

@@ -7,7 +7,7 @@
 //! - per (flow, entry node), packets not rescheduled reach workers in the order they
 //!   entered;
 //! - a packet rescheduled to flow `g` by a worker of node `k` reaches a worker before any
-//!   packet of `g` that enters at `k` after the reschedule;
+//!   packet of `g` that a later `distribute` call of node `k` takes from its caller;
 //! - every packet collected or dropped was in the layout, once (none twice, none made up);
 //! - after the operations, driving everything to completion returns every packet.
 
@@ -57,8 +57,12 @@ struct State {
     /// Per (flow, entry): the id of the last packet (not rescheduled) a worker received.
     last: HashMap<(u64, usize), u64>,
     /// Rescheduled packets no worker has received yet: (id, new flow, node whose worker
-    /// rescheduled it, first id of the input that came after).
+    /// rescheduled it, number of that node's first `distribute` call after it).
     rescheduled: Vec<(u64, u64, usize, u64)>,
+    /// Per node: `distribute` calls so far.
+    calls: Vec<u64>,
+    /// Per packet taken from a caller: (node, number of the `distribute` call).
+    taken: HashMap<u64, (usize, u64)>,
     next_id: u64,
     n: usize,
 }
@@ -87,8 +91,12 @@ impl State {
                 }
                 self.last.insert((p.flow, p.entry), p.id);
             }
+            let taken = self.taken.get(&p.id).copied();
             if let Some(&(pid, ..)) = self.rescheduled.iter().find(|&&(pid, g, k, first)| {
-                pid != p.id && !p.moved && p.flow == g && p.entry == k && p.id >= first
+                pid != p.id
+                    && !p.moved
+                    && p.flow == g
+                    && taken.is_some_and(|(n, c)| n == k && c >= first)
             }) {
                 return Err(format!(
                     "{p:?} received before packet {pid}, rescheduled into its flow earlier"
@@ -115,9 +123,16 @@ impl State {
     }
 
     fn distribute(&mut self, node: usize) -> Result<(), String> {
-        self.nodes[node]
-            .distribute(&mut self.input[node])
-            .map(|_| ())
+        let offered: Vec<u64> = self.input[node].iter().map(|p| p.id).collect();
+        let r = self.nodes[node].distribute(&mut self.input[node]);
+        let call = self.calls[node];
+        self.calls[node] += 1;
+        for id in offered {
+            if !self.input[node].iter().any(|p| p.id == id) {
+                self.taken.insert(id, (node, call));
+            }
+        }
+        r.map(|_| ())
             .map_err(|e| format!("distribute at node {node}: {e}"))
     }
 }
@@ -148,6 +163,8 @@ pub fn run(
         live: HashMap::new(),
         last: HashMap::new(),
         rescheduled: Vec::new(),
+        calls: vec![0; n],
+        taken: HashMap::new(),
         next_id: 0,
         n,
     };
@@ -189,7 +206,8 @@ pub fn run(
                     p.moved = true;
                     st.live.insert(p.id, p);
                     st.rescheduled.retain(|&(pid, ..)| pid != p.id);
-                    st.rescheduled.push((p.id, p.flow, node % n, st.next_id));
+                    st.rescheduled
+                        .push((p.id, p.flow, node % n, st.calls[node % n]));
                     worker
                         .reschedule(p)
                         .map_err(|e| format!("reschedule: {e}"))?;
