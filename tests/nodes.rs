@@ -34,7 +34,7 @@ const FLOWS: u64 = 64;
 /// Packet counts, scaled down under Miri.
 fn scale(n: u64) -> u64 {
     if cfg!(miri) {
-        n / 100
+        n / 400
     } else {
         n
     }
@@ -553,7 +553,7 @@ fn a_panicking_tag_loses_no_packet_wherever_it_panics() {
     let f1b = (f1 + 1..).find(|&f| owner_of(f, 2) == 1).unwrap();
     let flows = [f0, f1, f0b, f1b];
     let mut panicked_somewhere = 0;
-    let step = if cfg!(miri) { 15 } else { 1 };
+    let step = if cfg!(miri) { 30 } else { 1 };
     for k in (0..120u64).step_by(step) {
         let cfg = NodesConfig {
             nodes: 2,
