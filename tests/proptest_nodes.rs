@@ -1,6 +1,6 @@
 //! Property test: random schedules of the multi-node layout (`distributor::nodes`): inputs
 //! at any node, distributes, worker receives, hand-backs, reschedules across nodes, drops,
-//! collects, all driven from one thread, checked against a model of the packets in the
+//! collects, workers leaving and rejoining, all driven from one thread, checked against a model of the packets in the
 //! layout; see `tests/support/nodes_model.rs`.
 #![cfg(all(not(loom), feature = "std"))]
 
@@ -21,8 +21,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (node.clone(), w.clone(), 0usize..5).prop_map(|(n, w, k)| Op::Recv(n, w, k)),
         3 => (node.clone(), w.clone(), 0usize..4).prop_map(|(n, w, k)| Op::Done(n, w, k)),
         1 => (node.clone(), w.clone(), any::<u8>()).prop_map(|(n, w, f)| Op::Resched(n, w, f)),
-        1 => (node.clone(), w).prop_map(|(n, w)| Op::Drop(n, w)),
-        2 => node.prop_map(Op::Collect),
+        1 => (node.clone(), w.clone()).prop_map(|(n, w)| Op::Drop(n, w)),
+        2 => node.clone().prop_map(Op::Collect),
+        1 => (node.clone(), w.clone()).prop_map(|(n, w)| Op::Leave(n, w)),
+        1 => (node, w).prop_map(|(n, w)| Op::Rejoin(n, w)),
     ]
 }
 

@@ -10,8 +10,13 @@
 //!   packet of `g` that a later `distribute` call of node `k` takes from its caller;
 //! - every packet collected or dropped was in the layout, once (none twice, none made up);
 //! - after the operations, driving everything to completion returns every packet.
+//!
+//! Workers may leave (handing back what they hold) and rejoin; a node without workers
+//! gives its flows' packets back (`NoWorkers`) and they are fed again. Packets that came
+//! over a bridge and were given back that way have left their path (documented), so they
+//! are exempt from the order checks from then on.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use flowline::distributor::nodes::{self, owner_of, NodeDistributor, NodesConfig};
 use flowline::distributor::Worker;
@@ -44,13 +49,21 @@ pub enum Op {
     Drop(usize, usize),
     /// Node `.0` collects.
     Collect(usize),
+    /// Worker `.1` of node `.0` leaves, handing back what it holds.
+    Leave(usize, usize),
+    /// Worker `.1` of node `.0` rejoins if it left.
+    Rejoin(usize, usize),
 }
 
 type Node = NodeDistributor<Pkt, fn(&Pkt) -> u64>;
 
+/// A worker and the packets it holds, oldest first.
+type Held = (Worker<Pkt>, VecDeque<Pkt>);
+
 struct State {
     nodes: Vec<Node>,
-    workers: Vec<Vec<(Worker<Pkt>, VecDeque<Pkt>)>>,
+    /// Per node, per worker: `None` once it left.
+    workers: Vec<Vec<Option<Held>>>,
     input: Vec<Vec<Pkt>>,
     /// The packets in the layout.
     live: HashMap<u64, Pkt>,
@@ -59,9 +72,13 @@ struct State {
     /// Rescheduled packets no worker has received yet: (id, new flow, node whose worker
     /// rescheduled it, number of that node's first `distribute` call after it).
     rescheduled: Vec<(u64, u64, usize, u64)>,
+    /// Packets a leaving worker handed back unprocessed: received again later, they are
+    /// not order-checked (their flow's earlier packets were checked the first time).
+    unprocessed: HashSet<u64>,
     /// Per node: `distribute` calls so far.
     calls: Vec<u64>,
-    /// Per packet taken from a caller: (node, number of the `distribute` call).
+    /// Per packet taken from a caller: (node, number of the `distribute` call that took it
+    /// first).
     taken: HashMap<u64, (usize, u64)>,
     next_id: u64,
     n: usize,
@@ -70,7 +87,9 @@ struct State {
 impl State {
     fn recv(&mut self, node: usize, w: usize, max: usize) -> Result<(), String> {
         let mut b = Vec::new();
-        let (worker, _) = &mut self.workers[node][w];
+        let Some((worker, _)) = &mut self.workers[node][w] else {
+            return Ok(());
+        };
         worker
             .recv_burst(&mut b, max)
             .map_err(|e| format!("recv: {e}"))?;
@@ -78,12 +97,16 @@ impl State {
             if owner_of(p.flow, self.n) != node {
                 return Err(format!("{p:?} reached node {node}, not its owner"));
             }
-            for (other, (_, held)) in self.workers[node].iter().enumerate() {
+            for (other, (_, held)) in self.workers[node]
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| x.as_ref().map(|x| (i, x)))
+            {
                 if other != w && held.iter().any(|q| q.flow == p.flow) {
                     return Err(format!("flow {} held by workers {w} and {other}", p.flow));
                 }
             }
-            if !p.moved {
+            if !p.moved && !self.unprocessed.remove(&p.id) {
                 if let Some(&l) = self.last.get(&(p.flow, p.entry)) {
                     if p.id < l {
                         return Err(format!("{p:?} received after id {l} of its flow/entry"));
@@ -106,9 +129,22 @@ impl State {
             if self.live.get(&p.id) != Some(&p) {
                 return Err(format!("{p:?} received but not in the layout as such"));
             }
-            self.workers[node][w].1.push_back(p);
+            self.workers[node][w]
+                .as_mut()
+                .expect("checked")
+                .1
+                .push_back(p);
         }
         Ok(())
+    }
+
+    /// Worker `w` of `node` back, if it left and its leave has been read.
+    fn rejoin(&mut self, node: usize, w: usize) {
+        if self.workers[node][w].is_none() {
+            if let Ok(worker) = self.nodes[node].rejoin(w) {
+                self.workers[node][w] = Some((worker, VecDeque::new()));
+            }
+        }
     }
 
     fn collect(&mut self, node: usize) -> Result<(), String> {
@@ -125,15 +161,30 @@ impl State {
     fn distribute(&mut self, node: usize) -> Result<(), String> {
         let offered: Vec<u64> = self.input[node].iter().map(|p| p.id).collect();
         let r = self.nodes[node].distribute(&mut self.input[node]);
+        // Given back with `NoWorkers`: packets that came over a bridge (entered elsewhere,
+        // or rescheduled at another node) leave their path.
+        if r.is_err() {
+            for p in self.input[node].iter_mut() {
+                if p.entry != node && !p.moved {
+                    p.moved = true;
+                    self.live.insert(p.id, *p);
+                }
+                self.rescheduled
+                    .retain(|&(pid, _, k, _)| pid != p.id || k == node);
+            }
+        }
         let call = self.calls[node];
         self.calls[node] += 1;
         for id in offered {
+            // The first time only: packets given back (`NoWorkers`) and fed again keep the
+            // call that first took them.
             if !self.input[node].iter().any(|p| p.id == id) {
-                self.taken.insert(id, (node, call));
+                self.taken.entry(id).or_insert((node, call));
             }
         }
-        r.map(|_| ())
-            .map_err(|e| format!("distribute at node {node}: {e}"))
+        // `NoWorkers` is an answer, not a failure: the packets are back in the input.
+        let _ = r;
+        Ok(())
     }
 }
 
@@ -163,6 +214,7 @@ pub fn run(
         live: HashMap::new(),
         last: HashMap::new(),
         rescheduled: Vec::new(),
+        unprocessed: HashSet::new(),
         calls: vec![0; n],
         taken: HashMap::new(),
         next_id: 0,
@@ -171,7 +223,7 @@ pub fn run(
     for (node, ws) in layout {
         st.nodes.push(node);
         st.workers
-            .push(ws.into_iter().map(|w| (w, VecDeque::new())).collect());
+            .push(ws.into_iter().map(|w| Some((w, VecDeque::new()))).collect());
     }
     for op in ops {
         match *op {
@@ -192,7 +244,9 @@ pub fn run(
             Op::Distribute(node) => st.distribute(node % n)?,
             Op::Recv(node, w, max) => st.recv(node % n, w % workers, max)?,
             Op::Done(node, w, k) => {
-                let (worker, held) = &mut st.workers[node % n][w % workers];
+                let Some((worker, held)) = &mut st.workers[node % n][w % workers] else {
+                    continue;
+                };
                 let k = k.min(held.len());
                 let mut b: Vec<Pkt> = held.drain(..k).collect();
                 worker
@@ -200,7 +254,9 @@ pub fn run(
                     .map_err(|e| format!("done: {e}"))?;
             }
             Op::Resched(node, w, f) => {
-                let (worker, held) = &mut st.workers[node % n][w % workers];
+                let Some((worker, held)) = &mut st.workers[node % n][w % workers] else {
+                    continue;
+                };
                 if let Some(mut p) = held.pop_front() {
                     p.flow = u64::from(f % 8);
                     p.moved = true;
@@ -214,7 +270,9 @@ pub fn run(
                 }
             }
             Op::Drop(node, w) => {
-                let (worker, held) = &mut st.workers[node % n][w % workers];
+                let Some((worker, held)) = &mut st.workers[node % n][w % workers] else {
+                    continue;
+                };
                 if let Some(p) = held.pop_front() {
                     worker.drop_packet(p).map_err(|e| format!("drop: {e}"))?;
                     if st.live.remove(&p.id).is_none() {
@@ -223,6 +281,15 @@ pub fn run(
                 }
             }
             Op::Collect(node) => st.collect(node % n)?,
+            Op::Leave(node, w) => {
+                if let Some((worker, held)) = st.workers[node % n][w % workers].take() {
+                    st.unprocessed.extend(held.iter().map(|p| p.id));
+                    worker
+                        .leave(held.into_iter().collect())
+                        .map_err(|e| format!("leave: {e}"))?;
+                }
+            }
+            Op::Rejoin(node, w) => st.rejoin(node % n, w % workers),
         }
     }
     // Drive everything to completion: every packet must come back.
@@ -233,8 +300,11 @@ pub fn run(
         for node in 0..n {
             st.distribute(node)?;
             for w in 0..workers {
+                st.rejoin(node, w);
                 st.recv(node, w, usize::MAX)?;
-                let (worker, held) = &mut st.workers[node][w];
+                let Some((worker, held)) = &mut st.workers[node][w] else {
+                    continue;
+                };
                 let mut b: Vec<Pkt> = held.drain(..).collect();
                 worker
                     .done_burst(&mut b)
