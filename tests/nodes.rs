@@ -242,6 +242,19 @@ fn three_nodes_with_tiny_bridges_lose_nothing() {
     check_exactly_once(3, &input, &outs);
 }
 
+/// A layout of `nodes` nodes with one worker each.
+fn layout(nodes: usize, credit: usize, bridge: usize) -> Vec<(Node, Vec<Worker<Pkt>>)> {
+    let cfg = NodesConfig {
+        nodes,
+        workers_per_node: 1,
+        credit,
+        bridge,
+    };
+    nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap()
+}
+
+type Node = nodes::NodeDistributor<Pkt, fn(&Pkt) -> u64>;
+
 /// A flow owned by node 1, and one owned by node 0.
 fn flows_by_owner() -> (u64, u64) {
     let f1 = (0..).find(|&f| owner_of(f, 2) == 1).unwrap();
@@ -262,13 +275,7 @@ fn pkt(flow: u64, seq: u64) -> Pkt {
 #[test]
 fn a_full_bridge_leaves_packets_with_the_caller_in_order() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 4,
-        bridge: 4,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 4, 4);
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     // Node 1 does not run yet: its bridge takes 4 packets of flow f1, the rest stay.
@@ -305,13 +312,7 @@ fn a_full_bridge_leaves_packets_with_the_caller_in_order() {
 #[test]
 fn a_node_whose_workers_stall_delays_only_its_flows() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 4,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 4, 8);
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     let mut out0 = Vec::new();
@@ -353,13 +354,7 @@ fn a_node_whose_workers_stall_delays_only_its_flows() {
 #[test]
 fn a_node_without_workers_gives_its_flows_packets_back() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, _w0) = layout.pop().unwrap();
     w1.pop().unwrap().leave(Vec::new()).unwrap();
@@ -383,13 +378,7 @@ fn a_node_without_workers_gives_its_flows_packets_back() {
 #[test]
 fn a_flush_waits_for_the_other_nodes_and_times_out_without_loss() {
     let (_f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, _w0) = layout.pop().unwrap();
     n0.distribute(&mut vec![pkt(f1, 1)]).unwrap();
@@ -445,13 +434,7 @@ fn ownership_is_spread_and_agrees_with_the_nodes() {
         "{counts:?}"
     );
     assert!((0..100).all(|t| owner_of(t, 1) == 0));
-    let cfg = NodesConfig {
-        nodes: 3,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let layout = layout(3, 8, 8);
     for t in 0..300 {
         let owners: Vec<usize> = layout
             .iter()
@@ -465,13 +448,7 @@ fn ownership_is_spread_and_agrees_with_the_nodes() {
 #[test]
 fn a_reschedule_read_by_collect_goes_out_before_later_input() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
@@ -496,13 +473,7 @@ fn a_reschedule_read_by_collect_goes_out_before_later_input() {
 #[test]
 fn a_reschedule_for_a_dropped_node_goes_back_to_the_caller() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     drop(layout.pop().unwrap());
     let (mut n0, mut w0) = layout.pop().unwrap();
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
@@ -634,13 +605,7 @@ fn a_panicking_tag_loses_no_packet_wherever_it_panics() {
 #[test]
 fn a_flush_never_swallows_a_reschedule_for_a_dropped_node() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     drop(layout.pop().unwrap());
     let (mut n0, mut w0) = layout.pop().unwrap();
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
@@ -666,13 +631,7 @@ fn a_flush_never_swallows_a_reschedule_for_a_dropped_node() {
 #[test]
 fn no_workers_gives_a_flows_backlog_back_before_its_later_input() {
     let (f0, _f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     let (mut n1, _w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     n0.distribute(&mut vec![pkt(f0, 1)]).unwrap();
@@ -696,13 +655,7 @@ fn no_workers_gives_a_flows_backlog_back_before_its_later_input() {
 #[test]
 fn a_reschedule_read_with_no_worker_left_still_goes_first() {
     let (f0, f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
@@ -726,13 +679,7 @@ fn a_reschedule_read_with_no_worker_left_still_goes_first() {
 #[test]
 fn a_dropped_node_counts_what_it_held_so_the_others_can_flush() {
     let (f0, _f1) = flows_by_owner();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let mut layout = layout(2, 8, 8);
     let (mut n1, _w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     n0.distribute(&mut (0..4).map(|s| pkt(f0, s)).collect())
