@@ -222,3 +222,111 @@ impl<T> UnsafeCell<T> {
         self.inner.into_inner()
     }
 }
+
+/// A shared value that one thread may replace while others read it: crossbeam-epoch's
+/// `Atomic` normally (readers pin, a replaced value is freed once no pinned reader can
+/// still see it), a `Mutex<Arc<T>>` under `cfg(loom)` (the models check the protocols
+/// built on top, not crossbeam-epoch itself).
+#[cfg(feature = "std")]
+pub(crate) struct EpochCell<T> {
+    #[cfg(not(loom))]
+    value: crossbeam_epoch::Atomic<T>,
+    #[cfg(loom)]
+    value: loom::sync::Mutex<loom::sync::Arc<T>>,
+}
+
+#[cfg(feature = "std")]
+impl<T: Send + Sync + 'static> EpochCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Self {
+            #[cfg(not(loom))]
+            value: crossbeam_epoch::Atomic::new(v),
+            #[cfg(loom)]
+            value: loom::sync::Mutex::new(loom::sync::Arc::new(v)),
+        }
+    }
+
+    /// Runs `f` on the current value (one pin).
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        #[cfg(not(loom))]
+        {
+            let guard = crossbeam_epoch::pin();
+            // Acquire: pairs with the Release half of `update`'s compare-exchange, so the
+            // value's contents written before it was published are visible here.
+            let cur = self.value.load(core::sync::atomic::Ordering::Acquire, &guard);
+            // SAFETY: the cell always holds a non-null value (set by `new`, replaced only
+            // by non-null ones), and the guard keeps it alive while `f` runs: a replaced
+            // value is destroyed only after every thread pinned before its replacement
+            // has unpinned.
+            f(unsafe { cur.deref() })
+        }
+        #[cfg(loom)]
+        {
+            let cur = loom::sync::Arc::clone(&self.value.lock().unwrap());
+            f(&cur)
+        }
+    }
+
+    /// Replaces the value with `f(current)`, retrying if another thread replaced it in
+    /// the meantime (so `f` may run more than once); `None` from `f` leaves it alone.
+    /// Returns whether it replaced it.
+    pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) -> bool {
+        #[cfg(not(loom))]
+        {
+            let guard = crossbeam_epoch::pin();
+            loop {
+                // Acquire: as in `read`.
+                let cur = self.value.load(core::sync::atomic::Ordering::Acquire, &guard);
+                // SAFETY: as in `read`.
+                let Some(next) = f(unsafe { cur.deref() }) else {
+                    return false;
+                };
+                // AcqRel on success: Release publishes `next`'s contents to the readers'
+                // Acquire loads; Acquire orders this thread after the value it replaces.
+                match self.value.compare_exchange(
+                    cur,
+                    crossbeam_epoch::Owned::new(next),
+                    core::sync::atomic::Ordering::AcqRel,
+                    core::sync::atomic::Ordering::Acquire,
+                    &guard,
+                ) {
+                    Ok(_) => {
+                        // SAFETY: `cur` is no longer reachable from the cell; threads that
+                        // loaded it are pinned, and the destruction waits for them.
+                        unsafe { guard.defer_destroy(cur) };
+                        return true;
+                    }
+                    Err(_) => continue,
+                }
+            }
+        }
+        #[cfg(loom)]
+        {
+            let mut g = self.value.lock().unwrap();
+            match f(&g) {
+                Some(next) => {
+                    *g = loom::sync::Arc::new(next);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+}
+
+#[cfg(all(feature = "std", not(loom)))]
+impl<T> Drop for EpochCell<T> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader can be inside `read` or `update` now, and the
+        // value is owned by the cell alone (replaced ones were handed to the collector).
+        unsafe {
+            let guard = crossbeam_epoch::unprotected();
+            // Relaxed: `&mut self` already orders every other access before this one.
+            drop(
+                self.value
+                    .swap(crossbeam_epoch::Shared::null(), core::sync::atomic::Ordering::Relaxed, guard)
+                    .into_owned(),
+            );
+        }
+    }
+}

@@ -89,6 +89,7 @@
 
 mod flows;
 pub mod nodes;
+mod ownership;
 mod worker;
 
 use core::fmt;
@@ -446,7 +447,7 @@ pub struct Distributor<T, F> {
     /// Set when this distributor is one node of a multi-node layout ([`nodes`]): which
     /// tags it owns. Rescheduled packets of tags owned by another node are not routed here
     /// but moved to `exported`, in order, for the node to send over its bridge.
-    ownership: Option<nodes::Ownership>,
+    ownership: Option<ownership::Ownership>,
     exported: Vec<T>,
 }
 
@@ -636,7 +637,7 @@ where
             // Tag it while it is still in the backlog: if `tag` panics, nothing is lost.
             let t = (self.tag)(self.backlog.front().expect("counted"));
             let p = self.backlog.pop_front().expect("counted");
-            if self.ownership.is_some_and(|o| !o.owns(t)) {
+            if self.ownership.as_ref().is_some_and(|o| !o.routes_here(t)) {
                 // A reschedule to a tag another node owns: that node routes it.
                 self.exported.push(p);
                 continue;
@@ -661,14 +662,14 @@ where
             self.blocked.clear();
             self.route_backlog();
             self.push_staged();
-        } else if let Some(o) = self.ownership {
+        } else if let Some(o) = &self.ownership {
             // No worker to route to, but reschedules to other nodes' tags still go there
             // first (the rest of the backlog goes back with `NoWorkers`).
             for _ in 0..self.backlog.len() {
                 // Tagged in place: if `tag` panics, nothing is lost.
                 let t = (self.tag)(self.backlog.front().expect("counted"));
                 let p = self.backlog.pop_front().expect("counted");
-                if o.owns(t) {
+                if o.routes_here(t) {
                     self.backlog.push_back(p);
                 } else {
                     self.exported.push(p);

@@ -90,6 +90,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::ownership::{default_owner, Ownership, SharedMap};
+pub use super::ownership::{bucket_of, BUCKETS};
 use super::{
     new as new_distributor, Config, ConfigError, Distributor, FlushError, NoWorkers, Worker,
     DROPPED, LOST,
@@ -105,8 +107,9 @@ use crate::sync::Backoff;
 /// ```
 pub const MAX_NODES: usize = 64;
 
-/// The node that owns flow `tag` in a layout of `nodes` nodes (`nodes >= 1`): a hash of the
-/// tag, spread evenly, so neighbouring tags land on different nodes.
+/// The node that owns flow `tag` in a layout of `nodes` nodes (`nodes >= 1`) before any
+/// migration: the buckets ([`bucket_of`]) split evenly between the nodes, so neighbouring
+/// tags land on different nodes. [`NodeDistributor::owner`] gives the current owner.
 ///
 /// ```
 /// use flowline::distributor::nodes::owner_of;
@@ -117,27 +120,7 @@ pub const MAX_NODES: usize = 64;
 /// ```
 #[inline]
 pub fn owner_of(tag: u64, nodes: usize) -> usize {
-    // splitmix64's finaliser, then the high half of a multiplication: an unbiased pick.
-    let mut h = tag ^ (tag >> 30);
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
-    ((u128::from(h) * nodes as u128) >> 64) as usize
-}
-
-/// Which tags one node owns (kept by its distributor to keep reschedules on their owner).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ownership {
-    node: usize,
-    nodes: usize,
-}
-
-impl Ownership {
-    #[inline]
-    pub(crate) fn owns(self, tag: u64) -> bool {
-        owner_of(tag, self.nodes) == self.node
-    }
+    default_owner(bucket_of(tag), nodes)
 }
 
 /// The layout's shape.
@@ -209,6 +192,9 @@ pub struct BridgeStats {
     pub bursts: u64,
     /// Packets read from bridges from other nodes.
     pub received: u64,
+    /// Bucket migrations out of this node whose handover completed
+    /// ([`NodeDistributor::migrate`]).
+    pub migrations: u64,
 }
 
 /// A node's progress, on its own line: written by that node's thread only.
@@ -223,6 +209,10 @@ struct Progress {
     /// The node's input has ended: it is in `flush` (and has not taken new input since),
     /// or it was dropped.
     flushing: AtomicBool,
+    /// The version of the ownership map this node routes by (`u64::MAX` once dropped: it
+    /// sends nothing more), stored at the start of a call, after every packet it sent by
+    /// an older version is on its bridge.
+    adopted: AtomicU64,
 }
 
 /// The layout-wide quiescence check behind [`NodeDistributor::flush`]: one [`Progress`]
@@ -262,6 +252,21 @@ impl Quiescence {
         if p.finished.load(Ordering::Relaxed) != finished {
             p.finished.store(finished, Ordering::SeqCst);
         }
+    }
+
+    /// Node `node` routes by map version `v` from now on (only that node's thread calls
+    /// this for `node`).
+    pub(crate) fn adopt(&self, node: usize, v: u64) {
+        // SeqCst (a Release would do): pairs with the load in `adopted`; this node's
+        // bridge pushes by older versions come before it in its program order.
+        self.0[node].adopted.store(v, Ordering::SeqCst);
+    }
+
+    /// The map version node `node` routes by (see [`adopt`](Self::adopt)).
+    pub(crate) fn adopted(&self, node: usize) -> u64 {
+        // SeqCst (an Acquire would do): pairs with `adopt`, so the bridge pushes node
+        // `node` made before are visible to a read of its bridge's tail after this.
+        self.0[node].adopted.load(Ordering::SeqCst)
     }
 
     /// Node `node`'s input has ended (`true`) or started again.
@@ -326,7 +331,90 @@ pub struct NodeDistributor<T, F> {
     /// As published in `progress` (this node's `flushing` flag).
     flushing: bool,
     stats: BridgeStats,
+    /// The ownership map all nodes share; this node's copy is `dist.ownership`.
+    map: Arc<SharedMap>,
+    /// Packets of buckets migrating into this node whose old owner has not finished
+    /// yet, per source node (`id`: entered here, or rescheduled here), in arrival order.
+    held: Vec<Vec<T>>,
+    /// Whether a handover into this node is pending (the copy says so).
+    holding: bool,
+    /// Packets read from the bridge from node `s`, ever.
+    read_from: Vec<u64>,
+    /// The migration out of this node in progress, if any.
+    drain: Option<Drain>,
 }
+
+/// A bucket migrating out of this node: what its handover still waits for.
+#[derive(Debug)]
+struct Drain {
+    bucket: usize,
+    /// The map version that gave the bucket to its new owner.
+    version: u64,
+    phase: Phase,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Until every other node routes by `version` (or later): until then some may still
+    /// send the bucket's packets here.
+    Adoption,
+    /// Until this node has read, per source, the packets that source sent before it
+    /// adopted (`read_from` reaching these counts), and none of the bucket's packets
+    /// waits here unrouted.
+    Bridges(Vec<u64>),
+    /// Until each worker has completed what it was sent up to these counts (every packet
+    /// of the bucket that was routed here).
+    Workers(Vec<u64>),
+}
+
+/// A migration that cannot start ([`NodeDistributor::migrate`]).
+///
+/// ```
+/// use flowline::distributor::nodes::{self, MigrateError, NodesConfig};
+/// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+/// let (mut n0, _w) = nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+/// assert_eq!(n0.migrate(0, 0), Err(MigrateError::SameNode));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrateError {
+    /// The bucket number is not below [`BUCKETS`].
+    NoSuchBucket(usize),
+    /// The node number is not below the layout's node count.
+    NoSuchNode(usize),
+    /// The bucket would move to the node it is on.
+    SameNode,
+    /// This node does not own the bucket now (or a handover into it is still pending).
+    NotOwner,
+    /// A migration out of this node is still in progress: one at a time per node.
+    Busy,
+    /// The destination node was dropped.
+    NodeGone,
+}
+
+impl fmt::Display for MigrateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MigrateError::NoSuchBucket(b) => {
+                write!(f, "bucket {b} does not exist; buckets are 0..{BUCKETS}")
+            }
+            MigrateError::NoSuchNode(n) => write!(f, "node {n} is not in this layout"),
+            MigrateError::SameNode => write!(f, "the bucket is already on that node"),
+            MigrateError::NotOwner => write!(
+                f,
+                "this node does not own the bucket (or its handover here is not finished); \
+                 migrate it from its owner"
+            ),
+            MigrateError::Busy => write!(
+                f,
+                "a migration out of this node is in progress; call distribute until \
+                 migrating() is false, then start the next"
+            ),
+            MigrateError::NodeGone => write!(f, "the destination node was dropped"),
+        }
+    }
+}
+
+impl std::error::Error for MigrateError {}
 
 /// Builds the layout: for each node, its [`NodeDistributor`] and its workers, in node order.
 ///
@@ -371,6 +459,7 @@ where
         }
     }
     let progress = Quiescence::new(n);
+    let map = Arc::new(SharedMap::new(n));
     let mut layout = Vec::with_capacity(n);
     for (id, (out, inb)) in tx.into_iter().zip(rx).enumerate() {
         let (mut dist, workers) = new_distributor(
@@ -381,7 +470,7 @@ where
             tag.clone(),
         )
         .map_err(NodesError::Distributor)?;
-        dist.ownership = Some(Ownership { node: id, nodes: n });
+        dist.ownership = Some(map.local(id));
         layout.push((
             NodeDistributor {
                 id,
@@ -402,6 +491,11 @@ where
                 seen_gone: 0,
                 flushing: false,
                 stats: BridgeStats::default(),
+                map: Arc::clone(&map),
+                held: (0..n).map(|_| Vec::new()).collect(),
+                holding: false,
+                read_from: vec![0; n],
+                drain: None,
             },
             workers,
         ));
@@ -424,7 +518,8 @@ where
         self.id
     }
 
-    /// Whether this node owns flow `tag` ([`owner_of`]).
+    /// Whether this node owns flow `tag` now ([`owner_of`] until a migration moves its
+    /// bucket).
     ///
     /// ```
     /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
@@ -432,7 +527,103 @@ where
     /// assert!(layout[0].0.owns(7) != layout[1].0.owns(7));
     /// ```
     pub fn owns(&self, tag: u64) -> bool {
-        owner_of(tag, self.nodes) == self.id
+        self.owner(tag) == self.id
+    }
+
+    /// The node that owns flow `tag` now, by this node's copy of the ownership map (as of
+    /// its last call): where packets of `tag` entering here go.
+    ///
+    /// ```
+    /// use flowline::distributor::nodes::{self, owner_of, NodesConfig};
+    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let layout = nodes::new(c, |p: &u64| *p).unwrap();
+    /// assert_eq!(layout[0].0.owner(7), owner_of(7, 2));
+    /// ```
+    pub fn owner(&self, tag: u64) -> usize {
+        self.ownership().owner(tag)
+    }
+
+    fn ownership(&self) -> &Ownership {
+        self.dist.ownership.as_ref().expect("set by nodes::new")
+    }
+
+    /// Moves flow bucket `bucket` ([`bucket_of`]) from this node, which owns it, to node
+    /// `to`, keeping every flow's order and every packet exactly once. From this call on,
+    /// packets of the bucket that enter here go to `to`; the other nodes switch at the
+    /// start of their next call. Node `to` holds the bucket's packets until this node has
+    /// finished the ones it has: the packets that every other node sent it before
+    /// switching (counted off each bridge), those waiting in it, and those at its
+    /// workers. Then it ends the handover and `to` routes them, oldest first (compare
+    /// DPDK's dsw event device: pause, drain, unpause). The handover advances in this
+    /// node's [`distribute`](Self::distribute) and [`flush`](Self::flush) calls (and
+    /// needs the other nodes to keep calling theirs); [`migrating`](Self::migrating)
+    /// says when it is over. One migration out of a node at a time.
+    ///
+    /// The ownership map is shared by the nodes and replaced at each step of a migration
+    /// (crossbeam-epoch frees the versions no node reads any more); each node compares
+    /// its private copy's version with the shared one once per call (one load of a line
+    /// only migrations write) and copies the map only when it changed.
+    ///
+    /// # Errors
+    ///
+    /// [`MigrateError`]: a bucket or node out of range, the node itself, a bucket this
+    /// node does not own, a migration still in progress here, or a dropped destination.
+    ///
+    /// ```
+    /// use flowline::distributor::nodes::{self, bucket_of, NodesConfig};
+    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
+    /// let tag = (0..).find(|&t| layout[0].0.owns(t)).unwrap();
+    /// layout[0].0.migrate(bucket_of(tag), 1).unwrap();
+    /// assert_eq!(layout[0].0.owner(tag), 1);
+    /// // Nothing of the bucket is in flight: the next calls end the handover.
+    /// layout[1].0.distribute(&mut Vec::new()).unwrap();
+    /// layout[0].0.distribute(&mut Vec::new()).unwrap();
+    /// assert!(!layout[0].0.migrating());
+    /// assert_eq!(layout[0].0.bridge_stats().migrations, 1);
+    /// ```
+    pub fn migrate(&mut self, bucket: usize, to: usize) -> Result<(), MigrateError> {
+        if bucket >= BUCKETS {
+            return Err(MigrateError::NoSuchBucket(bucket));
+        }
+        if to >= self.nodes {
+            return Err(MigrateError::NoSuchNode(to));
+        }
+        if to == self.id {
+            return Err(MigrateError::SameNode);
+        }
+        if self.drain.is_some() {
+            return Err(MigrateError::Busy);
+        }
+        self.refresh_map();
+        if !self.ownership().owns_bucket(bucket) {
+            return Err(MigrateError::NotOwner);
+        }
+        if self.out[to].as_ref().is_some_and(spsc::Producer::is_abandoned) {
+            return Err(MigrateError::NodeGone);
+        }
+        let version = self
+            .map
+            .start(bucket, self.id, to)
+            .ok_or(MigrateError::NotOwner)?;
+        self.drain = Some(Drain {
+            bucket,
+            version,
+            phase: Phase::Adoption,
+        });
+        self.refresh_map();
+        Ok(())
+    }
+
+    /// Whether a migration out of this node is still in progress.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let layout = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap();
+    /// assert!(!layout[0].0.migrating());
+    /// ```
+    pub fn migrating(&self) -> bool {
+        self.drain.is_some()
     }
 
     /// Routes a burst that entered at this node: packets of flows this node owns to its
@@ -518,6 +709,9 @@ where
             self.flushing = false;
             self.progress.set_flushing(self.id, false);
         }
+        // The ownership map as of now, for the whole call (and the adoption of a new
+        // version, once everything sent by the old one is on the bridges).
+        self.refresh_map();
         // The workers' hand-backs first: a reschedule read now (or by `collect` before)
         // goes out ahead of this call's input, to whichever node owns its new tag. `tag`
         // may panic in here: nothing has been taken from `pkts` yet.
@@ -548,13 +742,19 @@ where
         // From here until the end every packet is in `self` (`sorted`, `back`, the
         // bridges, the distributor), so a panic below loses none: the next call goes on.
         let mut placed = 0usize;
+        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
-            let o = owner_of(t, self.nodes);
+            let o = own.owner(t);
             if o == self.id {
                 // Counted as entered now; what the workers cannot take yet goes back to the
-                // caller at the end, counted as finished.
+                // caller at the end, counted as finished. Packets of a bucket migrating
+                // here wait until its old owner is done with it.
                 self.entered += 1;
-                self.sorted[o].push(p);
+                if self.holding && own.held_here(t) {
+                    self.held[o].push(p);
+                } else {
+                    self.sorted[o].push(p);
+                }
             } else if blocked[o] {
                 self.back.push(p);
             } else {
@@ -575,6 +775,11 @@ where
         self.publish();
         let r = self.pump_local();
         let r = r.and_then(|()| {
+            if !self.inbound[self.id].is_empty() {
+                // Released packets of a bucket that migrated here wait for credit: later
+                // input must not overtake them (it goes back to the caller).
+                return Ok(());
+            }
             let before = self.sorted[self.id].len();
             match self.dist.distribute(&mut self.sorted[self.id]) {
                 Ok(n) => {
@@ -607,6 +812,9 @@ where
         }
         pkts.append(&mut self.back);
         self.publish();
+        if r.is_ok() {
+            self.drive_drain();
+        }
         r.map(|()| placed)
     }
 
@@ -706,6 +914,7 @@ where
             + self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
+            + self.held.iter().map(Vec::len).sum::<usize>()
             + self.undeliverable.len()
     }
 
@@ -762,8 +971,18 @@ where
         for p in &self.dist.exported {
             self.tags.push((self.tag)(p));
         }
+        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
         for (p, &t) in self.dist.exported.drain(..).zip(&self.tags) {
-            self.pending_out[owner_of(t, self.nodes)].push(p);
+            let o = own.owner(t);
+            if o != self.id {
+                self.pending_out[o].push(p);
+            } else if own.held_here(t) {
+                // A bucket migrating here: waits with its other packets.
+                self.held[o].push(p);
+            } else {
+                // Its handover ended since it was set aside: routed here.
+                self.inbound[o].push(p);
+            }
         }
     }
 
@@ -796,17 +1015,27 @@ where
     }
 
     /// Reads the bridges whose earlier packets are all placed, and places what waits.
+    /// `inbound[id]` holds packets routed here without a bridge (released after a
+    /// handover into this node); it is placed like a source's.
     fn pump_local(&mut self) -> Result<(), NoWorkers> {
         for s in 0..self.nodes {
-            if s == self.id {
-                continue;
-            }
-            if self.inbound[s].is_empty() {
+            if s != self.id && self.inbound[s].is_empty() {
                 let rx = self.inb[s]
                     .as_mut()
                     .expect("a bridge from every other node");
                 let n = rx.pop_burst_into(&mut self.inbound[s], usize::MAX);
                 self.stats.received += n as u64;
+                self.read_from[s] += n as u64;
+                if n > 0 {
+                    // The sender may have routed them by a map version newer than this
+                    // node's copy (a bucket migrating here whose packets must wait): its
+                    // version store came before its push, so after reading the push one
+                    // more load of the version finds it.
+                    self.refresh_map();
+                }
+            }
+            if self.holding && !self.inbound[s].is_empty() {
+                self.divert_held(s);
             }
             if !self.inbound[s].is_empty() {
                 // In place: if `tag` panics, what was not taken stays here. On `NoWorkers`
@@ -815,6 +1044,146 @@ where
             }
         }
         Ok(())
+    }
+
+    /// Moves the packets of buckets migrating here out of `inbound[s]` into `held[s]`,
+    /// in order. If `tag` panics, nothing has moved.
+    fn divert_held(&mut self, s: usize) {
+        self.tags.clear();
+        for p in &self.inbound[s] {
+            self.tags.push((self.tag)(p));
+        }
+        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        if !self.tags.iter().any(|&t| own.held_here(t)) {
+            return;
+        }
+        for (p, &t) in core::mem::take(&mut self.inbound[s])
+            .into_iter()
+            .zip(&self.tags)
+        {
+            if own.held_here(t) {
+                self.held[s].push(p);
+            } else {
+                self.inbound[s].push(p);
+            }
+        }
+    }
+
+    /// Brings this node's copy of the ownership map up to date (one load when nothing
+    /// changed) and adopts a new version; releases the packets of buckets whose handover
+    /// into this node ended, each source's in front of what came from it since.
+    fn refresh_map(&mut self) {
+        let own = self.dist.ownership.as_mut().expect("set by nodes::new");
+        if self.map.refresh(own) {
+            // Every packet this node sent by the older version is on a bridge by now (its
+            // calls pushed them before returning).
+            self.progress.adopt(self.id, own.version());
+            self.holding = own.holding();
+        }
+        if self.held.iter().all(Vec::is_empty) {
+            return;
+        }
+        for s in 0..self.nodes {
+            if self.held[s].is_empty() {
+                continue;
+            }
+            // Tagged first: if `tag` panics, nothing has moved.
+            self.tags.clear();
+            for p in &self.held[s] {
+                self.tags.push((self.tag)(p));
+            }
+            let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+            if self.tags.iter().all(|&t| own.held_here(t)) {
+                continue;
+            }
+            let mut released = Vec::new();
+            for (p, &t) in core::mem::take(&mut self.held[s])
+                .into_iter()
+                .zip(&self.tags)
+            {
+                if own.held_here(t) {
+                    self.held[s].push(p);
+                } else {
+                    released.push(p);
+                }
+            }
+            // `inbound[s]` holds none of their flows' packets (they were diverted to
+            // `held[s]`): the released ones go first, in order.
+            released.append(&mut self.inbound[s]);
+            self.inbound[s] = released;
+        }
+    }
+
+    /// Whether a packet of `bucket` waits in this node unrouted (from a bridge, or in
+    /// the distributor's backlog).
+    fn bucket_waiting(&mut self, bucket: usize) -> bool {
+        let tag = &mut self.tag;
+        self.inbound
+            .iter()
+            .flatten()
+            .chain(self.dist.backlog.iter())
+            .any(|p| bucket_of(tag(p)) == bucket)
+    }
+
+    /// Advances the migration out of this node, if any (see [`migrate`](Self::migrate)),
+    /// through as many phases as are complete now.
+    fn drive_drain(&mut self) {
+        let Some(mut d) = self.drain.take() else {
+            return;
+        };
+        loop {
+            match &d.phase {
+                Phase::Adoption => {
+                    let (id, v) = (self.id, d.version);
+                    if !(0..self.nodes).all(|o| o == id || self.progress.adopted(o) >= v) {
+                        break;
+                    }
+                    // Every other node routes the bucket elsewhere now; what each sent
+                    // here before is on its bridge (`adopted` was stored after those
+                    // pushes): read up to the bridge's tail as of now.
+                    let mut targets = vec![0; self.nodes];
+                    for (s, t) in targets.iter_mut().enumerate() {
+                        if let Some(rx) = self.inb[s].as_mut() {
+                            *t = self.read_from[s] + rx.refresh() as u64;
+                        }
+                    }
+                    d.phase = Phase::Bridges(targets);
+                }
+                Phase::Bridges(targets) => {
+                    let read = targets.iter().zip(&self.read_from).all(|(t, r)| r >= t);
+                    if !read || self.bucket_waiting(d.bucket) {
+                        break;
+                    }
+                    // Every packet of the bucket that will ever be routed here has been:
+                    // snapshot what each worker was sent.
+                    d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
+                }
+                Phase::Workers(sent) => {
+                    if self.bucket_waiting(d.bucket) {
+                        // A worker's reschedule (or a leaving worker's hand-back) put a
+                        // packet of the bucket in the backlog: route it, then snapshot
+                        // again.
+                        d.phase = Phase::Bridges(vec![0; self.nodes]);
+                        break;
+                    }
+                    let done = self
+                        .dist
+                        .lanes
+                        .iter()
+                        .zip(sent)
+                        .all(|(l, &s)| l.completed >= s);
+                    if !done {
+                        break;
+                    }
+                    // Nothing of the bucket is left here: the new owner starts.
+                    self.map.finish(self.id, |b| b == d.bucket);
+                    self.refresh_map();
+                    self.stats.migrations += 1;
+                    return;
+                }
+            }
+        }
+        self.drain = Some(d);
     }
 
     /// Publishes this node's counts when they changed (a store to its own line, read by
@@ -845,7 +1214,15 @@ impl<T, F> Drop for NodeDistributor<T, F> {
         let mut gone = self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
+            + self.held.iter().map(Vec::len).sum::<usize>()
             + self.undeliverable.len();
+        // A handover out of this node ends with it (what it held is dropped with it), so
+        // the new owner does not hold the bucket's packets for ever; and it sends nothing
+        // more, so no migration waits for it to adopt a map.
+        if self.drain.take().is_some() {
+            self.map.finish(self.id, |_| true);
+        }
+        self.progress.adopt(self.id, u64::MAX);
         for rx in self.inb.iter_mut().flatten() {
             gone += rx.pop_burst_with(usize::MAX, drop);
         }
