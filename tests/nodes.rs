@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flowline::distributor::nodes::{self, owner_of, NodesConfig, NodesError};
+use flowline::distributor::nodes::{
+    self, bucket_of, owner_of, MigrateError, NodesConfig, NodesError, BUCKETS,
+};
 use flowline::distributor::{FlushError, NoWorkers, Worker};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +44,9 @@ fn scale(n: u64) -> u64 {
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Per flow: whether a worker is processing one of its packets now, and the (entry, seq)
-/// of its packets in processing order (appended while the flow is held exclusively).
-struct Busy(Vec<FlowState>);
+/// of its packets in processing order (appended while the flow is held exclusively); and
+/// the nodes each flow ran at (a bit per node, with migrations).
+struct Busy(Vec<FlowState>, Vec<std::sync::atomic::AtomicU64>);
 
 /// Held now; (entry, seq) in processing order.
 type FlowState = (AtomicBool, Mutex<Vec<(usize, u64)>>);
@@ -54,7 +57,13 @@ impl Busy {
             (0..flows)
                 .map(|_| (AtomicBool::new(false), Mutex::new(Vec::new())))
                 .collect(),
+            (0..flows)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
         ))
+    }
+    fn ran_at(&self, flow: u64, node: usize) {
+        self.1[flow as usize].fetch_or(1 << node, Ordering::Relaxed);
     }
     fn process(&self, p: &Pkt) {
         let (held, order) = &self.0[p.flow as usize];
@@ -90,6 +99,8 @@ impl Busy {
 
 /// A worker thread: processes bursts (checking flow exclusivity and that every flow it
 /// sees belongs to its node, recording the order), reschedules packets that ask for it.
+/// With migrations, flows change owners, so `nodes` is 0 (no owner check) and the worker
+/// records where each flow ran instead.
 fn spawn_worker(
     node: usize,
     nodes: usize,
@@ -100,11 +111,15 @@ fn spawn_worker(
         let mut b = Vec::new();
         while w.recv_burst_wait(&mut b, 16, WAIT).is_ok() {
             for mut p in b.drain(..) {
-                assert_eq!(
-                    owner_of(p.flow, nodes),
-                    node,
-                    "{p:?} processed off its owner"
-                );
+                if nodes > 0 {
+                    assert_eq!(
+                        owner_of(p.flow, nodes),
+                        node,
+                        "{p:?} processed off its owner"
+                    );
+                } else {
+                    busy.ran_at(p.flow, node);
+                }
                 busy.process(&p);
                 if p.then != u64::MAX {
                     p.flow = p.then;
@@ -122,6 +137,21 @@ fn spawn_worker(
 /// Runs `input[n]` into node `n` on its own thread, all nodes at once, then flushes;
 /// returns what each node collected; checks the processing order per flow and entry.
 fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> Vec<Vec<Pkt>> {
+    run_migrating(nodes_n, workers, bridge, input, 0).0
+}
+
+/// `run`; with `migrate_every > 0`, each node also migrates a bucket of one of its flows
+/// to the next node every `migrate_every` rounds (when none of its migrations is in
+/// progress). Returns also the flows' nodes (a bit per node each ran at) and the
+/// handovers completed.
+fn run_migrating(
+    nodes_n: usize,
+    workers: usize,
+    bridge: usize,
+    input: Vec<Vec<Pkt>>,
+    migrate_every: u64,
+) -> (Vec<Vec<Pkt>>, Vec<u64>, u64) {
+    let check_owner = if migrate_every > 0 { 0 } else { nodes_n };
     let cfg = NodesConfig {
         nodes: nodes_n,
         workers_per_node: workers,
@@ -137,13 +167,25 @@ fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> V
             let id = node.id();
             let wts: Vec<_> = ws
                 .into_iter()
-                .map(|w| spawn_worker(id, nodes_n, w, busy.clone()))
+                .map(|w| spawn_worker(id, check_owner, w, busy.clone()))
                 .collect();
             std::thread::spawn(move || {
                 let mut out = Vec::new();
                 let mut rest = input.into_iter().peekable();
                 let mut burst: Vec<Pkt> = Vec::new();
+                let mut round = 0u64;
                 while rest.peek().is_some() || !burst.is_empty() {
+                    round += 1;
+                    if migrate_every > 0 && round % migrate_every == 0 && !node.migrating() {
+                        let flow = (round / migrate_every * 5 + id as u64) % FLOWS;
+                        if node.owns(flow) {
+                            match node.migrate(bucket_of(flow), (id + 1) % nodes_n) {
+                                // Not owner: a handover into this node is still pending.
+                                Ok(()) | Err(MigrateError::NotOwner) => {}
+                                Err(e) => panic!("migrate: {e}"),
+                            }
+                        }
+                    }
                     // Leftovers stay in front (each flow's order); new packets after them.
                     while burst.len() < 24 {
                         match rest.next() {
@@ -159,17 +201,25 @@ fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> V
                 }
                 node.flush(&mut out, WAIT).unwrap();
                 assert_eq!(node.held(), 0);
+                let migrations = node.bridge_stats().migrations;
                 drop(node);
                 for t in wts {
                     t.join().unwrap();
                 }
-                out
+                (out, migrations)
             })
         })
         .collect();
-    let outs = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut outs = Vec::new();
+    let mut migrations = 0;
+    for t in threads {
+        let (out, m) = t.join().unwrap();
+        outs.push(out);
+        migrations += m;
+    }
     busy.check_order();
-    outs
+    let ran = busy.1.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    (outs, ran, migrations)
 }
 
 fn traffic(nodes_n: usize, per_node: u64, resched_every: u64) -> Vec<Vec<Pkt>> {
@@ -196,14 +246,14 @@ fn traffic(nodes_n: usize, per_node: u64, resched_every: u64) -> Vec<Vec<Pkt>> {
         .collect()
 }
 
-/// Every packet back exactly once, at the node owning its (final) flow.
+/// Every packet back exactly once, at the node owning its (final) flow (`nodes_n` 0:
+/// anywhere, with migrations).
 fn check_exactly_once(nodes_n: usize, input: &[Vec<Pkt>], outs: &[Vec<Pkt>]) {
     let mut back: HashMap<(usize, u64), usize> = HashMap::new();
     for (n, out) in outs.iter().enumerate() {
         for p in out {
-            assert_eq!(
-                owner_of(p.flow, nodes_n),
-                n,
+            assert!(
+                nodes_n == 0 || owner_of(p.flow, nodes_n) == n,
                 "{p:?} came back off its owner"
             );
             *back.entry((p.entry, p.seq)).or_default() += 1;
@@ -240,6 +290,170 @@ fn three_nodes_with_tiny_bridges_lose_nothing() {
     let input = traffic(3, scale(6_000), 7);
     let outs = run(3, 1, 2, input.clone());
     check_exactly_once(3, &input, &outs);
+}
+
+#[test]
+fn flows_migrate_under_load_keeping_order_and_exactly_once() {
+    let input = traffic(2, scale(20_000), 0);
+    let (outs, ran, migrations) = run_migrating(2, 2, 64, input.clone(), 40);
+    check_exactly_once(0, &input, &outs);
+    assert!(migrations > 0, "no handover completed");
+    assert!(
+        ran.iter().any(|&r| r == 0b11),
+        "some flow ran at both nodes: {ran:?}"
+    );
+}
+
+#[test]
+fn flows_migrate_across_three_nodes_with_reschedules_and_tiny_bridges() {
+    // Node 0's buckets go to 1, 1's to 2, 2's to 0: a packet may be sent by a node whose
+    // map is newer than the receiver's (the receiver must still hold it).
+    let input = traffic(3, scale(8_000), 5);
+    let (outs, ran, migrations) = run_migrating(3, 1, 4, input.clone(), 20);
+    check_exactly_once(0, &input, &outs);
+    assert!(migrations > 0, "no handover completed");
+    assert!(ran.iter().any(|&r| r.count_ones() > 1), "{ran:?}");
+}
+
+/// A flow owned by node 0, its bucket, and one other flow of each owner.
+fn migrating_flow() -> (u64, usize) {
+    let f = (0..).find(|&f| owner_of(f, 2) == 0).unwrap();
+    (f, bucket_of(f))
+}
+
+#[test]
+fn a_migration_holds_the_flow_at_its_new_owner_until_the_old_one_is_done() {
+    let (f, b) = migrating_flow();
+    // Another flow of node 1 (not in the migrating bucket): it must keep moving.
+    let g = (0..)
+        .find(|&g| owner_of(g, 2) == 1 && bucket_of(g) != b)
+        .unwrap();
+    let mut layout = layout(2, 8, 8);
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    let mut b0 = Vec::new();
+    let mut b1 = Vec::new();
+    // p0 of f enters at node 0 and reaches node 0's worker, which holds it (stalls).
+    n0.distribute(&mut vec![pkt(f, 0)]).unwrap();
+    w0[0].recv_burst(&mut b0, 8).unwrap();
+    assert_eq!(b0, [pkt(f, 0)]);
+    n0.migrate(b, 1).unwrap();
+    assert_eq!(n0.migrate(b, 1), Err(MigrateError::Busy));
+    assert!(n0.migrating() && n0.owner(f) == 1 && !n0.owns(f));
+    // p1 of f enters at node 0 after the migration: it goes to node 1, which holds it;
+    // node 1's other flow goes on.
+    let mut input = vec![pkt(f, 1)];
+    n0.distribute(&mut input).unwrap();
+    assert!(input.is_empty());
+    for round in 0..5 {
+        n1.distribute(&mut vec![pkt(g, round)]).unwrap();
+        n0.distribute(&mut Vec::new()).unwrap();
+        w1[0].recv_burst(&mut b1, 8).unwrap();
+        assert!(b1.iter().all(|p| p.flow == g), "{b1:?}: f must wait");
+        w1[0].done_burst(&mut b1).unwrap();
+    }
+    assert!(n0.migrating(), "node 0's worker still holds p0");
+    let (mut out0, mut out1) = (Vec::new(), Vec::new());
+    n1.distribute(&mut Vec::new()).unwrap();
+    n1.collect(&mut out1);
+    assert_eq!(out1.len(), 5);
+    assert_eq!(n1.held(), 1, "p1 held at node 1");
+    // Node 0's worker finishes p0: the handover ends, and node 1 routes p1.
+    w0[0].done_burst(&mut b0).unwrap();
+    n0.distribute(&mut Vec::new()).unwrap();
+    assert!(!n0.migrating());
+    assert_eq!(n0.bridge_stats().migrations, 1);
+    n1.distribute(&mut Vec::new()).unwrap();
+    w1[0].recv_burst(&mut b1, 8).unwrap();
+    assert_eq!(b1, [pkt(f, 1)]);
+    w1[0].done_burst(&mut b1).unwrap();
+    n0.collect(&mut out0);
+    n1.collect(&mut out1);
+    assert_eq!(out0, [pkt(f, 0)]);
+    assert_eq!(out1.iter().filter(|p| p.flow == f).count(), 1);
+    assert!(n1.owns(f) && !n0.owns(f));
+    // Node 1 owns the bucket now: it can send it back.
+    n1.migrate(b, 0).unwrap();
+}
+
+#[test]
+fn packets_already_on_the_old_owners_bridge_finish_there_first() {
+    let (f, b) = migrating_flow();
+    let mut layout = layout(2, 8, 16);
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    // Entering at node 1, packets 0..4 of f cross to node 0's bridge by the old map.
+    let mut input: Vec<Pkt> = (0..4).map(|s| pkt(f, s)).collect();
+    n1.distribute(&mut input).unwrap();
+    assert!(input.is_empty());
+    n0.migrate(b, 1).unwrap();
+    // Node 1 adopts the new map: packets 4..8 of f stay at node 1 (held).
+    let mut input: Vec<Pkt> = (4..8).map(|s| pkt(f, s)).collect();
+    n1.distribute(&mut input).unwrap();
+    assert_eq!(n1.held(), 4);
+    let mut seen = Vec::new();
+    let mut b0 = Vec::new();
+    let mut b1 = Vec::new();
+    for _ in 0..20 {
+        n0.distribute(&mut Vec::new()).unwrap();
+        n1.distribute(&mut Vec::new()).unwrap();
+        if w0[0].recv_burst(&mut b0, 2).unwrap() > 0 {
+            seen.extend(b0.iter().map(|p| (0, p.seq)));
+            w0[0].done_burst(&mut b0).unwrap();
+        }
+        if w1[0].recv_burst(&mut b1, 2).unwrap() > 0 {
+            seen.extend(b1.iter().map(|p| (1, p.seq)));
+            w1[0].done_burst(&mut b1).unwrap();
+        }
+    }
+    assert_eq!(
+        seen,
+        (0..8)
+            .map(|s| (usize::from(s >= 4), s))
+            .collect::<Vec<_>>(),
+        "0..4 at node 0, then 4..8 at node 1"
+    );
+    assert!(!n0.migrating());
+}
+
+#[test]
+fn bad_migrations_are_errors() {
+    let (f, b) = migrating_flow();
+    let mut layout = layout(2, 8, 8);
+    let (mut n1, _w1) = layout.pop().unwrap();
+    let (mut n0, _w0) = layout.pop().unwrap();
+    assert_eq!(
+        n0.migrate(BUCKETS, 1),
+        Err(MigrateError::NoSuchBucket(BUCKETS))
+    );
+    assert_eq!(n0.migrate(b, 2), Err(MigrateError::NoSuchNode(2)));
+    assert_eq!(n0.migrate(b, 0), Err(MigrateError::SameNode));
+    assert_eq!(n1.migrate(b, 0), Err(MigrateError::NotOwner));
+    assert!(n0.owns(f));
+    // Every error says what to do.
+    assert!(MigrateError::Busy.to_string().contains("migrating()"));
+    assert!(MigrateError::NotOwner.to_string().contains("owner"));
+    drop(n1);
+    assert_eq!(n0.migrate(b, 1), Err(MigrateError::NodeGone));
+}
+
+#[test]
+fn a_dropped_old_owner_ends_its_handover_so_the_new_owner_goes_on() {
+    let (f, b) = migrating_flow();
+    let mut layout = layout(2, 8, 8);
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    n0.distribute(&mut vec![pkt(f, 0)]).unwrap();
+    let mut b0 = Vec::new();
+    w0[0].recv_burst(&mut b0, 8).unwrap(); // held by node 0's worker
+    n0.migrate(b, 1).unwrap();
+    n1.distribute(&mut vec![pkt(f, 1)]).unwrap();
+    assert_eq!(n1.held(), 1);
+    drop(n0);
+    n1.distribute(&mut Vec::new()).unwrap();
+    let mut b1 = Vec::new();
+    w1[0].recv_burst(&mut b1, 8).unwrap();
+    assert_eq!(b1, [pkt(f, 1)], "released once the old owner is gone");
 }
 
 /// A layout of `nodes` nodes with one worker each.

@@ -68,6 +68,11 @@ impl FlowTable {
         self.map.len()
     }
 
+    /// Every flow the table knows (in flight or not).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &Flow)> {
+        self.map.iter().map(|(&t, f)| (t, f))
+    }
+
     /// Forgets flows that are not in flight, given each worker's completed count, once the
     /// table has grown past `limit` entries (keeps memory bounded under churning tags). If
     /// most flows are in flight the table stays large; the next scan then waits until it has

@@ -678,6 +678,14 @@ where
         }
     }
 
+    /// Whether a flow of ownership bucket `bucket` has a packet at a worker (sent, staged
+    /// or held by a leaving worker, and not handed back): a scan of the flow table.
+    pub(crate) fn bucket_in_flight(&self, bucket: usize) -> bool {
+        self.flows.iter().any(|(tag, f)| {
+            ownership::bucket_of(tag) == bucket && self.lanes[f.worker].completed < f.last
+        })
+    }
+
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.
     fn poll_returns(&mut self) {
         for w in 0..self.lanes.len() {

@@ -359,12 +359,9 @@ enum Phase {
     /// send the bucket's packets here.
     Adoption,
     /// Until this node has read, per source, the packets that source sent before it
-    /// adopted (`read_from` reaching these counts), and none of the bucket's packets
-    /// waits here unrouted.
+    /// adopted (`read_from` reaching these counts), and none of the bucket's packets is
+    /// here any more: waiting unrouted, or in flight at a worker (by the flow table).
     Bridges(Vec<u64>),
-    /// Until each worker has completed what it was sent up to these counts (every packet
-    /// of the bucket that was routed here).
-    Workers(Vec<u64>),
 }
 
 /// A migration that cannot start ([`NodeDistributor::migrate`]).
@@ -1075,10 +1072,16 @@ where
     fn refresh_map(&mut self) {
         let own = self.dist.ownership.as_mut().expect("set by nodes::new");
         if self.map.refresh(own) {
-            // Every packet this node sent by the older version is on a bridge by now (its
-            // calls pushed them before returning).
-            self.progress.adopt(self.id, own.version());
             self.holding = own.holding();
+            // Reschedules still waiting for room on a bridge were sorted by the older
+            // version: sort them again, or one could reach a bucket's old owner after it
+            // has handed the bucket over. Each flow's packets sit in one queue and keep
+            // their order.
+            self.resort_pending();
+            // Every other packet this node sent by the older version is on a bridge by
+            // now (its calls pushed them before returning).
+            let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+            self.progress.adopt(self.id, own.version());
         }
         if self.held.iter().all(Vec::is_empty) {
             return;
@@ -1111,6 +1114,37 @@ where
             // `held[s]`): the released ones go first, in order.
             released.append(&mut self.inbound[s]);
             self.inbound[s] = released;
+        }
+    }
+
+    /// Moves the reschedules waiting in `pending_out` to the queues of their owners by
+    /// this node's copy of the map (its own buckets: held or routed here). The user's
+    /// `tag` runs first: if it panics, nothing has moved (and the version is not adopted,
+    /// since the caller adopts after this returns).
+    fn resort_pending(&mut self) {
+        if self.pending_out.iter().all(Vec::is_empty) {
+            return;
+        }
+        let mut all = Vec::new();
+        self.tags.clear();
+        for q in &self.pending_out {
+            for p in q {
+                self.tags.push((self.tag)(p));
+            }
+        }
+        for q in &mut self.pending_out {
+            all.append(q);
+        }
+        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        for (p, &t) in all.into_iter().zip(&self.tags) {
+            let o = own.owner(t);
+            if o != self.id {
+                self.pending_out[o].push(p);
+            } else if own.held_here(t) {
+                self.held[o].push(p);
+            } else {
+                self.inbound[o].push(p);
+            }
         }
     }
 
@@ -1151,31 +1185,15 @@ where
                 }
                 Phase::Bridges(targets) => {
                     let read = targets.iter().zip(&self.read_from).all(|(t, r)| r >= t);
-                    if !read || self.bucket_waiting(d.bucket) {
+                    if !read
+                        || self.bucket_waiting(d.bucket)
+                        || self.dist.bucket_in_flight(d.bucket)
+                    {
                         break;
                     }
-                    // Every packet of the bucket that will ever be routed here has been:
-                    // snapshot what each worker was sent.
-                    d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
-                }
-                Phase::Workers(sent) => {
-                    if self.bucket_waiting(d.bucket) {
-                        // A worker's reschedule (or a leaving worker's hand-back) put a
-                        // packet of the bucket in the backlog: route it, then snapshot
-                        // again.
-                        d.phase = Phase::Bridges(vec![0; self.nodes]);
-                        break;
-                    }
-                    let done = self
-                        .dist
-                        .lanes
-                        .iter()
-                        .zip(sent)
-                        .all(|(l, &s)| l.completed >= s);
-                    if !done {
-                        break;
-                    }
-                    // Nothing of the bucket is left here: the new owner starts.
+                    // Nothing of the bucket is here, and nothing more can come: the other
+                    // nodes send it elsewhere, and from now on a reschedule into it by a
+                    // worker here goes to the new owner too. The new owner starts.
                     self.map.finish(self.id, |b| b == d.bucket);
                     self.refresh_map();
                     self.stats.migrations += 1;
