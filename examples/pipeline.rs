@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example pipeline -- [--seconds 10] [--flows 1024] [--zipf 1.0]
 //!     [--workers N] [--resched 0.01] [--drop 0.001] [--work 40] [--burst 32] [--credit 256]
-//!     [--nodes N]
+//!     [--nodes N] [--migrate-every MS]
 //! ```
 //!
 //! A generator makes packets of many flows (Zipf-skewed), the distributor (this thread,
@@ -20,7 +20,10 @@
 //! come from `Topology::detect()` (set `FLOWLINE_TOPOLOGY="0;1"` to simulate two nodes on
 //! two CPUs); each node's thread and workers are pinned to its node's CPUs. A line per
 //! second and node shows packets in, packets processed there, bridge traffic out and in;
-//! the summary checks order per (flow, entry node) and exactly once over all nodes.
+//! the summary checks order per (flow, entry node) and exactly once over all nodes. With
+//! `--migrate-every MS`, each node moves the bucket of a flow it owns (one it generated
+//! last) to the next node every MS milliseconds, when its previous migration is over, and
+//! the lines show the handovers completed.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -52,6 +55,7 @@ struct Opts {
     burst: usize,
     credit: usize,
     nodes: usize,
+    migrate_ms: u64,
 }
 
 const HELP: &str = "\
@@ -68,6 +72,8 @@ options:
   --burst N     distributor burst size (default 32)
   --credit N    packets a worker may hold (default 256)
   --nodes N     run N node distributors bridged by rings, --workers each (default 1)
+  --migrate-every MS  with --nodes: each node migrates a flow bucket to the next node
+                every MS milliseconds (default 0: never)
   -h, --help    this text";
 
 fn parse() -> Result<Opts, String> {
@@ -82,6 +88,7 @@ fn parse() -> Result<Opts, String> {
         burst: 32,
         credit: 256,
         nodes: 1,
+        migrate_ms: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -104,6 +111,7 @@ fn parse() -> Result<Opts, String> {
             "--burst" => o.burst = v.parse().map_err(|e| bad(&e))?,
             "--credit" => o.credit = v.parse().map_err(|e| bad(&e))?,
             "--nodes" => o.nodes = v.parse().map_err(|e| bad(&e))?,
+            "--migrate-every" => o.migrate_ms = v.parse().map_err(|e| bad(&e))?,
             _ => return Err(format!("unknown option {a}; see --help")),
         }
     }
@@ -360,6 +368,7 @@ struct NodeReport {
     violations: u64,
     bridged_out: u64,
     bridged_in: u64,
+    migrations: u64,
     flushed: bool,
 }
 
@@ -410,7 +419,7 @@ fn run_nodes(o: &Opts) -> ExitCode {
     let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);
     let cdf = std::sync::Arc::new(zipf_cdf(flows, o.zipf));
     let run_for = Duration::from_secs_f64(o.seconds);
-    let (burst_n, work) = (o.burst, o.work);
+    let (burst_n, work, migrate_ms) = (o.burst, o.work, o.migrate_ms);
     let threads: Vec<_> = layout
         .into_iter()
         .map(|(mut node, workers)| {
@@ -494,7 +503,23 @@ fn run_nodes(o: &Opts) -> ExitCode {
                 let start = Instant::now();
                 let mut last_tick = start;
                 let mut last = (0u64, 0u64, nodes::BridgeStats::default());
+                let migrate_every = Duration::from_millis(migrate_ms);
+                let mut last_migration = start;
                 while start.elapsed() < run_for || !input.is_empty() {
+                    if migrate_ms > 0
+                        && last_migration.elapsed() >= migrate_every
+                        && !node.migrating()
+                    {
+                        // The newest packet's flow, if this node owns it (else next time).
+                        if let Some(p) = input.last() {
+                            let t = u64::from(p.flow);
+                            if node.owns(t)
+                                && node.migrate(nodes::bucket_of(t), (id + 1) % n).is_ok()
+                            {
+                                last_migration = Instant::now();
+                            }
+                        }
+                    }
                     if start.elapsed() < run_for {
                         while input.len() < burst_n {
                             let u = rng.unit();
@@ -523,13 +548,14 @@ fn run_nodes(o: &Opts) -> ExitCode {
                         let secs = (now - last_tick).as_secs_f64();
                         let b = node.bridge_stats();
                         println!(
-                            "{:5.1}s  node {id}: in {:6.2} Mpps, processed here {:6.2} Mpps, bridged out {:6.2} Mpps ({:.1} pkts/publication), in {:6.2} Mpps",
+                            "{:5.1}s  node {id}: in {:6.2} Mpps, processed here {:6.2} Mpps, bridged out {:6.2} Mpps ({:.1} pkts/publication), in {:6.2} Mpps, migrations {}",
                             (now - start).as_secs_f64(),
                             (rep.sent - last.0) as f64 / secs / 1e6,
                             (rep.returned - last.1) as f64 / secs / 1e6,
                             (b.sent - last.2.sent) as f64 / secs / 1e6,
                             (b.sent - last.2.sent) as f64 / (b.bursts - last.2.bursts).max(1) as f64,
                             (b.received - last.2.received) as f64 / secs / 1e6,
+                            b.migrations,
                         );
                         last_tick = now;
                         last = (rep.sent, rep.returned, b);
@@ -560,6 +586,7 @@ fn run_nodes(o: &Opts) -> ExitCode {
                 let b = node.bridge_stats();
                 rep.bridged_out = b.sent;
                 rep.bridged_in = b.received;
+                rep.migrations = b.migrations;
                 drop(node);
                 drop(inline);
                 for t in wts {
@@ -580,13 +607,14 @@ fn run_nodes(o: &Opts) -> ExitCode {
     let flushed = reps.iter().all(|r| r.flushed);
     for (k, r) in reps.iter().enumerate() {
         println!(
-            "node {k}: generated {}, processed here {}, dropped {}, rescheduled {}, bridged out {}, bridged in {}",
+            "node {k}: generated {}, processed here {}, dropped {}, rescheduled {}, bridged out {}, bridged in {}, migrations out {}",
             r.sent,
             r.returned + r.dropped,
             r.dropped,
             r.rescheduled,
             r.bridged_out,
-            r.bridged_in
+            r.bridged_in,
+            r.migrations
         );
     }
     println!(

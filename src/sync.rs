@@ -253,7 +253,9 @@ impl<T: Send + Sync + 'static> EpochCell<T> {
             let guard = crossbeam_epoch::pin();
             // Acquire: pairs with the Release half of `update`'s compare-exchange, so the
             // value's contents written before it was published are visible here.
-            let cur = self.value.load(core::sync::atomic::Ordering::Acquire, &guard);
+            let cur = self
+                .value
+                .load(core::sync::atomic::Ordering::Acquire, &guard);
             // SAFETY: the cell always holds a non-null value (set by `new`, replaced only
             // by non-null ones), and the guard keeps it alive while `f` runs: a replaced
             // value is destroyed only after every thread pinned before its replacement
@@ -276,7 +278,9 @@ impl<T: Send + Sync + 'static> EpochCell<T> {
             let guard = crossbeam_epoch::pin();
             loop {
                 // Acquire: as in `read`.
-                let cur = self.value.load(core::sync::atomic::Ordering::Acquire, &guard);
+                let cur = self
+                    .value
+                    .load(core::sync::atomic::Ordering::Acquire, &guard);
                 // SAFETY: as in `read`.
                 let Some(next) = f(unsafe { cur.deref() }) else {
                     return false;
@@ -324,7 +328,11 @@ impl<T> Drop for EpochCell<T> {
             // Relaxed: `&mut self` already orders every other access before this one.
             drop(
                 self.value
-                    .swap(crossbeam_epoch::Shared::null(), core::sync::atomic::Ordering::Relaxed, guard)
+                    .swap(
+                        crossbeam_epoch::Shared::null(),
+                        core::sync::atomic::Ordering::Relaxed,
+                        guard,
+                    )
                     .into_owned(),
             );
         }

@@ -1,6 +1,7 @@
 //! Property test: random schedules of the multi-node layout (`distributor::nodes`): inputs
 //! at any node, distributes, worker receives, hand-backs, reschedules across nodes, drops,
-//! collects, workers leaving and rejoining, all driven from one thread, checked against a model of the packets in the
+//! collects, workers leaving and rejoining, flow buckets migrating between nodes, all
+//! driven from one thread, checked against a model of the packets in the
 //! layout; see `tests/support/nodes_model.rs`.
 #![cfg(all(not(loom), feature = "std"))]
 
@@ -24,7 +25,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (node.clone(), w.clone()).prop_map(|(n, w)| Op::Drop(n, w)),
         2 => node.clone().prop_map(Op::Collect),
         1 => (node.clone(), w.clone()).prop_map(|(n, w)| Op::Leave(n, w)),
-        1 => (node, w).prop_map(|(n, w)| Op::Rejoin(n, w)),
+        1 => (node.clone(), w).prop_map(|(n, w)| Op::Rejoin(n, w)),
+        1 => (node.clone(), any::<u8>(), node).prop_map(|(n, f, to)| Op::Migrate(n, f, to)),
     ]
 }
 

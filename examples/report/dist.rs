@@ -15,11 +15,19 @@
 //!   figure: packets moved between the two CPUs per packet (the remote worker's layout:
 //!   2, out and back; the nodes: the share that crossed a bridge). Both nodes share one
 //!   socket here, so this shows the protocol's cost, not a socket link's.
+//! - `dist_2nodes_migrating`: the same 2-node traffic while each node keeps one migration
+//!   of a bucket of its flows to the other node in progress (`NodeDistributor::migrate`),
+//!   against the same layout without migrations: Mpkts/s, the median handover time (from
+//!   `migrate` to `migrating()` false, in us), handovers per second, and packets held at
+//!   the new owner per handover (the packets a migration delayed).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use flowline::distributor::nodes::{self, owner_of, NodesConfig};
+use crossbeam_utils::CachePadded;
+
+use flowline::distributor::nodes::{self, NodesConfig};
 use flowline::distributor::{self, Config};
 
 use crate::frames;
@@ -111,8 +119,11 @@ fn capture_tags() -> Arc<Vec<u64>> {
 }
 
 /// The 2-node layout: returns (Mpkts/s over both nodes, packets that crossed a bridge per
-/// packet, bridge publications per crossing packet).
-fn two_nodes(n: u64, burst: usize) -> Vec<f64> {
+/// packet, bridge publications per crossing packet, and with `migrate`: the median
+/// handover time in us, handovers completed per second, packets held per handover). With
+/// `migrate`, each node keeps one migration of a bucket it owns to the other node in
+/// progress while its input lasts (the next starts when one completes).
+fn two_nodes(n: u64, burst: usize, migrate: bool) -> Vec<f64> {
     const FLOWS: u64 = 1024;
     let tag = |p: &u64| *p % FLOWS;
     let mut layout = nodes::new(
@@ -125,33 +136,43 @@ fn two_nodes(n: u64, burst: usize) -> Vec<f64> {
         tag,
     )
     .unwrap();
-    // What each node will collect: the packets of the flows it owns.
-    let owned = |k: usize| {
-        let flows = (0..FLOWS)
-            .filter(|&f| owner_of(f, 2) == k)
-            .collect::<Vec<_>>();
-        let laps = n / FLOWS;
-        let tail = n % FLOWS;
-        flows
-            .iter()
-            .map(|&f| laps + u64::from(f < tail))
-            .sum::<u64>()
-    };
-    let (expect0, expect1) = (owned(0), owned(1));
     let (node1, mut ws1) = layout.pop().unwrap();
     let (node0, mut ws0) = layout.pop().unwrap();
     let (w0, w1) = (ws0.pop().unwrap(), ws1.pop().unwrap());
+    // Packets collected at both nodes (a flow's packets come back wherever it ran),
+    // published every 4096 and at the end, so the count costs no line per packet.
+    let collected = Arc::new(CachePadded::new(AtomicU64::new(0)));
     let run = move |mut node: nodes::NodeDistributor<u64, _>,
                     mut w: distributor::Worker<u64>,
                     first: u64,
-                    expect: u64| {
+                    collected: Arc<CachePadded<AtomicU64>>| {
         let t = Instant::now();
+        let id = node.id();
         let mut next = first;
         let mut input: Vec<u64> = Vec::with_capacity(burst);
         let mut out: Vec<u64> = Vec::with_capacity(4096);
         let mut b: Vec<u64> = Vec::with_capacity(512);
-        let (mut got, mut sum) = (0u64, 0u64);
-        while got < expect || next < n || !input.is_empty() {
+        let (mut got, mut unpublished, mut sum) = (0u64, 0u64, 0u64);
+        let mut handovers: Vec<f64> = Vec::new();
+        let mut started: Option<Instant> = None;
+        let mut pick = id as u64;
+        // Relaxed: a progress count; the checksum is checked after the threads joined.
+        while collected.load(Ordering::Relaxed) < n {
+            if migrate && next < n && !node.migrating() {
+                if let Some(s) = started.take() {
+                    handovers.push(s.elapsed().as_secs_f64() * 1e6);
+                }
+                // The next flow this node owns, in a fixed stride over the flows.
+                let f = loop {
+                    pick = (pick + 37) % FLOWS;
+                    if node.owns(pick) {
+                        break pick;
+                    }
+                };
+                if node.migrate(nodes::bucket_of(f), 1 - id).is_ok() {
+                    started = Some(Instant::now());
+                }
+            }
             while input.len() < burst && next < n {
                 input.push(next);
                 next += 2;
@@ -161,17 +182,30 @@ fn two_nodes(n: u64, burst: usize) -> Vec<f64> {
             if w.recv_burst(&mut b, 512).unwrap() > 0 {
                 w.done_burst(&mut b).unwrap();
             }
-            got += node.collect(&mut out) as u64;
+            let k = node.collect(&mut out) as u64;
+            got += k;
+            unpublished += k;
             for &p in &out {
                 sum = sum.wrapping_add(p);
             }
             out.clear();
+            if unpublished >= 4096 || (next >= n && unpublished > 0) {
+                collected.fetch_add(unpublished, Ordering::Relaxed);
+                unpublished = 0;
+            }
         }
-        (t.elapsed().as_secs_f64(), sum, node.bridge_stats())
+        let _ = got;
+        (
+            t.elapsed().as_secs_f64(),
+            sum,
+            node.bridge_stats(),
+            handovers,
+        )
     };
-    let ((s0, sum0, b0), (s1, sum1, b1)) = pair(
-        move || run(node0, w0, 0, expect0),
-        move || run(node1, w1, 1, expect1),
+    let c0 = Arc::clone(&collected);
+    let ((s0, sum0, b0, mut h0), (s1, sum1, b1, h1)) = pair(
+        move || run(node0, w0, 0, c0),
+        move || run(node1, w1, 1, collected),
     );
     assert_eq!(
         sum0.wrapping_add(sum1),
@@ -179,11 +213,21 @@ fn two_nodes(n: u64, burst: usize) -> Vec<f64> {
         "returned packets' checksum"
     );
     let crossed = (b0.sent + b1.sent) as f64;
-    vec![
-        n as f64 / s0.max(s1) / 1e6,
+    let secs = s0.max(s1);
+    let mut v = vec![
+        n as f64 / secs / 1e6,
         crossed / n as f64,
         (b0.bursts + b1.bursts) as f64 / crossed.max(1.0),
-    ]
+    ];
+    if migrate {
+        h0.extend(h1);
+        h0.sort_by(f64::total_cmp);
+        let done = (b0.migrations + b1.migrations) as f64;
+        v.push(h0.get(h0.len() / 2).copied().unwrap_or(f64::NAN));
+        v.push(done / secs);
+        v.push((b0.held + b1.held) as f64 / done.max(1.0));
+    }
+    v
 }
 
 pub fn run(r: &mut Report) {
@@ -205,7 +249,7 @@ pub fn run(r: &mut Report) {
         },
     ];
     let impls: Vec<Impl> = vec![
-        ("flowline_2nodes", Box::new(move || two_nodes(n, 32))),
+        ("flowline_2nodes", Box::new(move || two_nodes(n, 32, false))),
         (
             "flowline_remote_worker",
             Box::new(move || {
@@ -220,6 +264,46 @@ pub fn run(r: &mut Report) {
         &node_metrics,
         impls,
         &[("flowline_2nodes", "flowline_remote_worker")],
+    );
+    // Migrations under the same traffic: each node keeps moving buckets of its flows to
+    // the other node; against the same layout without migrations, in the same run.
+    let mut migrating_metrics = node_metrics.to_vec();
+    migrating_metrics.extend([
+        Metric {
+            suffix: "_handover",
+            unit: "us_median",
+            higher_is_better: false,
+        },
+        Metric {
+            suffix: "_handovers",
+            unit: "per_s",
+            higher_is_better: true,
+        },
+        Metric {
+            suffix: "_held",
+            unit: "pkts_held/handover",
+            higher_is_better: false,
+        },
+    ]);
+    let impls: Vec<Impl> = vec![
+        (
+            "flowline_migrating",
+            Box::new(move || two_nodes(n, 32, true)),
+        ),
+        (
+            "flowline_fixed",
+            Box::new(move || {
+                let mut v = two_nodes(n, 32, false);
+                v.extend([0.0, 0.0, 0.0]);
+                v
+            }),
+        ),
+    ];
+    r.scenario(
+        "dist_2nodes_migrating",
+        &migrating_metrics,
+        impls,
+        &[("flowline_migrating", "flowline_fixed")],
     );
     if r.wants("dist_pcap") {
         let tags = capture_tags();

@@ -7,10 +7,17 @@
 //! layout: `nodes` [`NodeDistributor`]s, each with its own workers, and one SPSC bridge ring
 //! from every node to every other.
 //!
-//! * **Ownership.** Every flow tag has one owning node, [`owner_of`] (a hash of the tag).
-//!   Packets may enter at any node: [`NodeDistributor::distribute`] routes those of tags it
-//!   owns to its workers, as [`Distributor::distribute`] does, and moves the others onto
-//!   the bridge to their owner, one index publication per destination per call.
+//! * **Ownership.** Every flow tag has one owning node: tags hash into [`BUCKETS`] buckets
+//!   ([`bucket_of`]), and each bucket has an owner, [`owner_of`] at the start. Packets may
+//!   enter at any node: [`NodeDistributor::distribute`] routes those of tags it owns to its
+//!   workers, as [`Distributor::distribute`] does, and moves the others onto the bridge to
+//!   their owner, one index publication per destination per call.
+//! * **Migration.** A node moves a bucket it owns to another node with
+//!   [`NodeDistributor::migrate`] (to relieve an overloaded node): the other nodes switch
+//!   at their next call, the new owner holds the bucket's packets until the old owner has
+//!   finished every packet of it that reached it, then routes them, oldest first. Each
+//!   flow keeps its order and every packet is processed once; no flow runs at two nodes at
+//!   once. The ownership map is shared under crossbeam-epoch and read once per call.
 //! * **Order.** Packets of one flow that enter at one node are processed in the order they
 //!   entered: they all take the same path (that node's workers, or one bridge, which is a
 //!   FIFO, then the owner's distributor, which keeps each source's order). For a flow that
@@ -90,8 +97,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use super::ownership::{default_owner, Ownership, SharedMap};
 pub use super::ownership::{bucket_of, BUCKETS};
+use super::ownership::{default_owner, Ownership, SharedMap};
 use super::{
     new as new_distributor, Config, ConfigError, Distributor, FlushError, NoWorkers, Worker,
     DROPPED, LOST,
@@ -195,6 +202,9 @@ pub struct BridgeStats {
     /// Bucket migrations out of this node whose handover completed
     /// ([`NodeDistributor::migrate`]).
     pub migrations: u64,
+    /// Packets that waited at this node for the end of a handover into it (the packets a
+    /// migration delayed).
+    pub held: u64,
 }
 
 /// A node's progress, on its own line: written by that node's thread only.
@@ -545,11 +555,12 @@ where
     }
 
     /// Moves flow bucket `bucket` ([`bucket_of`]) from this node, which owns it, to node
-    /// `to`, keeping every flow's order and every packet exactly once. From this call on,
-    /// packets of the bucket that enter here go to `to`; the other nodes switch at the
-    /// start of their next call. Node `to` holds the bucket's packets until this node has
-    /// finished the ones it has: the packets that every other node sent it before
-    /// switching (counted off each bridge), those waiting in it, and those at its
+    /// `to`, keeping every flow's order and every packet exactly once. The other nodes
+    /// send the bucket's packets to `to` from the start of their next call; packets of the
+    /// bucket that enter here stay with the caller (as for a full bridge) until the
+    /// handover ends, and then go to `to`. Node `to` holds the bucket's packets until this
+    /// node has finished the ones it has: the packets that every other node sent it
+    /// before switching (counted off each bridge), those waiting in it, and those at its
     /// workers. Then it ends the handover and `to` routes them, oldest first (compare
     /// DPDK's dsw event device: pause, drain, unpause). The handover advances in this
     /// node's [`distribute`](Self::distribute) and [`flush`](Self::flush) calls (and
@@ -596,7 +607,10 @@ where
         if !self.ownership().owns_bucket(bucket) {
             return Err(MigrateError::NotOwner);
         }
-        if self.out[to].as_ref().is_some_and(spsc::Producer::is_abandoned) {
+        if self.out[to]
+            .as_ref()
+            .is_some_and(spsc::Producer::is_abandoned)
+        {
             return Err(MigrateError::NodeGone);
         }
         let version = self
@@ -740,6 +754,7 @@ where
         // bridges, the distributor), so a panic below loses none: the next call goes on.
         let mut placed = 0usize;
         let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        let draining = self.drain.is_some();
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
             let o = own.owner(t);
             if o == self.id {
@@ -749,10 +764,15 @@ where
                 self.entered += 1;
                 if self.holding && own.held_here(t) {
                     self.held[o].push(p);
+                    self.stats.held += 1;
                 } else {
                     self.sorted[o].push(p);
                 }
-            } else if blocked[o] {
+            } else if blocked[o] || (draining && own.routes_here(t)) {
+                // A full destination; or a bucket migrating out of this node, whose new
+                // input waits with the caller until the handover ends: this node may
+                // still give older packets of it back to the caller (`NoWorkers`),
+                // which must stay in front.
                 self.back.push(p);
             } else {
                 self.sorted[o].push(p);
@@ -898,7 +918,7 @@ where
     }
 
     /// Packets this node holds: at its workers, in its distributor's backlog, and waiting
-    /// here for a bridge or for local credit.
+    /// here for a bridge, for local credit, or for the end of a handover into this node.
     ///
     /// ```
     /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
@@ -976,6 +996,7 @@ where
             } else if own.held_here(t) {
                 // A bucket migrating here: waits with its other packets.
                 self.held[o].push(p);
+                self.stats.held += 1;
             } else {
                 // Its handover ended since it was set aside: routed here.
                 self.inbound[o].push(p);
@@ -1060,6 +1081,7 @@ where
         {
             if own.held_here(t) {
                 self.held[s].push(p);
+                self.stats.held += 1;
             } else {
                 self.inbound[s].push(p);
             }
@@ -1142,6 +1164,7 @@ where
                 self.pending_out[o].push(p);
             } else if own.held_here(t) {
                 self.held[o].push(p);
+                self.stats.held += 1;
             } else {
                 self.inbound[o].push(p);
             }
@@ -1281,11 +1304,90 @@ impl<T, F> fmt::Debug for NodeDistributor<T, F> {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    use super::Quiescence;
+    use super::super::ownership::{default_owner, SharedMap};
+    use super::{bucket_of, Quiescence};
     use crate::fifo::spsc;
-    use crate::sync::atomic::{AtomicBool, Ordering};
-    use loom::sync::Arc;
+    use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use loom::sync::{Arc, Mutex};
     use loom::thread;
+
+    /// The migration handover: node 0 owns the flow's bucket and holds packet 0 of the
+    /// flow at a worker; it migrates the bucket to node 1 and then takes packet 1 of the
+    /// flow as input, which by its new map goes over the bridge to node 1. Node 1 adopts
+    /// new versions at the start of each call (as `NodeDistributor::distribute` does),
+    /// holds packets of the bucket while the handover is pending and, after reading its
+    /// bridge, refreshes its copy once more before deciding (`pump_local`): without that,
+    /// the packet, routed by a newer map than its copy, is routed by the old one (the
+    /// model fails). Node 0 waits until node 1 adopted the new version, finishes what it
+    /// has and ends the handover. The flow's packets must be processed in order, once.
+    #[test]
+    fn a_migration_hands_a_flow_over_in_order() {
+        let nodes = 2;
+        let tag = (0u64..)
+            .find(|&t| default_owner(bucket_of(t), nodes) == 0)
+            .unwrap();
+        let b = bucket_of(tag);
+        // Both threads poll: more branches per execution than the default bound.
+        let mut builder = loom::model::Builder::new();
+        builder.max_branches = 20_000;
+        builder.check(move || {
+            let map = Arc::new(SharedMap::new(nodes));
+            let q = Quiescence::new(nodes);
+            let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 0 -> 1
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let done = Arc::new(AtomicUsize::new(0));
+            // Both copies are made with the layout, before any node runs (as `new` does).
+            let mut local0 = map.local(0);
+            let mut local = map.local(1);
+            // Node 0: the old owner.
+            let (map0, q0, log0, done0) = (
+                Arc::clone(&map),
+                q.share(),
+                Arc::clone(&log),
+                Arc::clone(&done),
+            );
+            let old = thread::spawn(move || {
+                let local = &mut local0;
+                let v = map0.start(b, 0, 1).unwrap();
+                assert!(map0.refresh(local));
+                q0.adopt(0, v);
+                assert_eq!(local.owner(tag), 1, "new input goes to the new owner");
+                tx.push(1).unwrap();
+                while q0.adopted(1) < v {
+                    thread::yield_now();
+                }
+                log0.lock().unwrap().push(0);
+                done0.fetch_add(1, Ordering::SeqCst);
+                map0.finish(0, |x| x == b).unwrap();
+            });
+            // Node 1: the new owner.
+            let mut held = Vec::new();
+            while done.load(Ordering::SeqCst) < 2 {
+                if map.refresh(&mut local) {
+                    q.adopt(1, local.version());
+                }
+                if let Some(seq) = rx.pop() {
+                    if map.refresh(&mut local) {
+                        q.adopt(1, local.version());
+                    }
+                    assert!(
+                        local.held_here(tag) || local.routes_here(tag),
+                        "a packet of a bucket this node neither holds nor owns"
+                    );
+                    held.push(seq);
+                }
+                if !held.is_empty() && !local.held_here(tag) {
+                    for seq in held.drain(..) {
+                        log.lock().unwrap().push(seq);
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                thread::yield_now();
+            }
+            old.join().unwrap();
+            assert_eq!(*log.lock().unwrap(), [0, 1], "processed in order, once");
+        });
+    }
 
     /// Node 0 takes one packet for node 1's flows: counts it, pushes it onto the bridge,
     /// then flushes. Node 1 flushes from the start and pumps its bridge. Neither flush may

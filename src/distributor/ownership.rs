@@ -227,7 +227,10 @@ mod tests {
         assert!(a.routes_here(tag) && !a.held_here(tag) && a.owner(tag) == 1);
         assert!(!b.routes_here(tag) && b.held_here(tag) && b.holding());
         assert!(shared.finish(0, |x| x == bucket).is_some());
-        assert!(shared.finish(0, |_| true).is_none(), "nothing left to finish");
+        assert!(
+            shared.finish(0, |_| true).is_none(),
+            "nothing left to finish"
+        );
         shared.refresh(&mut a);
         shared.refresh(&mut b);
         assert!(!a.routes_here(tag) && b.routes_here(tag) && b.owns_bucket(bucket));

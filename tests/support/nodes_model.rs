@@ -2,8 +2,10 @@
 //! `tests/proptest_nodes.rs` and the `nodes` fuzz target: every node and every worker is
 //! driven from one thread by a list of operations, and each step is checked against a
 //! `HashMap` of the packets in the layout (id -> packet). Checks:
-//! - every packet a worker receives belongs to a flow its node owns;
-//! - no two workers of a node hold packets of one flow at once;
+//! - every packet a worker receives belongs to a flow its node owns (until the first
+//!   migration; after it, ownership moves);
+//! - no two workers hold packets of one flow at once, on any nodes (also while a flow's
+//!   bucket migrates from one node to another);
 //! - per (flow, entry node), packets not rescheduled reach workers in the order they
 //!   entered;
 //! - a packet rescheduled to flow `g` by a worker of node `k` reaches a worker before any
@@ -11,14 +13,16 @@
 //! - every packet collected or dropped was in the layout, once (none twice, none made up);
 //! - after the operations, driving everything to completion returns every packet.
 //!
-//! Workers may leave (handing back what they hold) and rejoin; a node without workers
+//! Nodes may migrate the bucket of a flow they own to another node (`migrate`); the
+//! handovers advance in later `distribute` calls. Workers may leave (handing back what
+//! they hold) and rejoin; a node without workers
 //! gives its flows' packets back (`NoWorkers`) and they are fed again. Packets that came
 //! over a bridge and were given back that way have left their path (documented), so they
 //! are exempt from the order checks from then on.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use flowline::distributor::nodes::{self, owner_of, NodeDistributor, NodesConfig};
+use flowline::distributor::nodes::{self, bucket_of, owner_of, NodeDistributor, NodesConfig};
 use flowline::distributor::Worker;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +57,8 @@ pub enum Op {
     Leave(usize, usize),
     /// Worker `.1` of node `.0` rejoins if it left.
     Rejoin(usize, usize),
+    /// Node `.0` migrates the bucket of flow `.1` (mod 8) to node `.2`, if it can.
+    Migrate(usize, u8, usize),
 }
 
 type Node = NodeDistributor<Pkt, fn(&Pkt) -> u64>;
@@ -82,6 +88,8 @@ struct State {
     taken: HashMap<u64, (usize, u64)>,
     next_id: u64,
     n: usize,
+    /// A migration started: flows may be processed off their first owner.
+    migrated: bool,
 }
 
 impl State {
@@ -94,16 +102,22 @@ impl State {
             .recv_burst(&mut b, max)
             .map_err(|e| format!("recv: {e}"))?;
         for p in b {
-            if owner_of(p.flow, self.n) != node {
+            if !self.migrated && owner_of(p.flow, self.n) != node {
                 return Err(format!("{p:?} reached node {node}, not its owner"));
             }
-            for (other, (_, held)) in self.workers[node]
-                .iter()
-                .enumerate()
-                .filter_map(|(i, x)| x.as_ref().map(|x| (i, x)))
-            {
-                if other != w && held.iter().any(|q| q.flow == p.flow) {
-                    return Err(format!("flow {} held by workers {w} and {other}", p.flow));
+            for (k, ws) in self.workers.iter().enumerate() {
+                for (other, (_, held)) in ws
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, x)| x.as_ref().map(|x| (i, x)))
+                {
+                    if (k, other) != (node, w) && held.iter().any(|q| q.flow == p.flow) {
+                        return Err(format!(
+                            "flow {} held by worker {w} of node {node} and worker {other} \
+                             of node {k}",
+                            p.flow
+                        ));
+                    }
                 }
             }
             if !p.moved && !self.unprocessed.remove(&p.id) {
@@ -219,6 +233,7 @@ pub fn run(
         taken: HashMap::new(),
         next_id: 0,
         n,
+        migrated: false,
     };
     for (node, ws) in layout {
         st.nodes.push(node);
@@ -290,6 +305,12 @@ pub fn run(
                 }
             }
             Op::Rejoin(node, w) => st.rejoin(node % n, w % workers),
+            Op::Migrate(node, f, to) => {
+                let b = bucket_of(u64::from(f % 8));
+                if st.nodes[node % n].migrate(b, to % n).is_ok() {
+                    st.migrated = true;
+                }
+            }
         }
     }
     // Drive everything to completion: every packet must come back.
