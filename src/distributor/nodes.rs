@@ -1307,85 +1307,99 @@ mod loom_tests {
     use super::super::ownership::{default_owner, SharedMap};
     use super::{bucket_of, Quiescence};
     use crate::fifo::spsc;
-    use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use loom::sync::{Arc, Mutex};
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    use loom::sync::Arc;
     use loom::thread;
 
-    /// The migration handover: node 0 owns the flow's bucket and holds packet 0 of the
-    /// flow at a worker; it migrates the bucket to node 1 and then takes packet 1 of the
-    /// flow as input, which by its new map goes over the bridge to node 1. Node 1 adopts
-    /// new versions at the start of each call (as `NodeDistributor::distribute` does),
-    /// holds packets of the bucket while the handover is pending and, after reading its
-    /// bridge, refreshes its copy once more before deciding (`pump_local`): without that,
-    /// the packet, routed by a newer map than its copy, is routed by the old one (the
-    /// model fails). Node 0 waits until node 1 adopted the new version, finishes what it
-    /// has and ends the handover. The flow's packets must be processed in order, once.
-    #[test]
-    fn a_migration_hands_a_flow_over_in_order() {
-        let nodes = 2;
+    /// A flow's tag whose bucket node 0 owns at the start, and that bucket.
+    fn flow_of_node_0(nodes: usize) -> (u64, usize) {
         let tag = (0u64..)
             .find(|&t| default_owner(bucket_of(t), nodes) == 0)
             .unwrap();
-        let b = bucket_of(tag);
-        // Both threads poll: more branches per execution than the default bound.
-        let mut builder = loom::model::Builder::new();
-        builder.max_branches = 20_000;
-        builder.check(move || {
-            let map = Arc::new(SharedMap::new(nodes));
-            let q = Quiescence::new(nodes);
-            let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 0 -> 1
-            let log = Arc::new(Mutex::new(Vec::new()));
-            let done = Arc::new(AtomicUsize::new(0));
-            // Both copies are made with the layout, before any node runs (as `new` does).
-            let mut local0 = map.local(0);
-            let mut local = map.local(1);
-            // Node 0: the old owner.
-            let (map0, q0, log0, done0) = (
-                Arc::clone(&map),
-                q.share(),
-                Arc::clone(&log),
-                Arc::clone(&done),
-            );
+        (tag, bucket_of(tag))
+    }
+
+    /// The new owner's side of a handover: node 0 moves the flow's bucket to node 1 while
+    /// node 2 takes a packet of the flow (adopting a newer map at the start of its call,
+    /// as `NodeDistributor::distribute` does, and routing by its copy). Node 1, which may
+    /// not have seen the new version yet, reads its bridge from node 2 and, having read a
+    /// packet, refreshes its copy once more before deciding (`pump_local`): its copy then
+    /// knows the migration (it holds the packet). Without the second refresh, a packet
+    /// routed by a newer map than node 1's copy is routed as if node 1 did not own the
+    /// bucket (before node 0 is done with it), and the model fails.
+    #[test]
+    fn a_receiver_knows_the_map_its_sender_routed_by() {
+        let (tag, b) = flow_of_node_0(3);
+        loom::model(move || {
+            let map = Arc::new(SharedMap::new(3));
+            let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 2 -> 1
+            let mut local1 = map.local(1);
+            let mut local2 = map.local(2);
+            let map0 = Arc::clone(&map);
             let old = thread::spawn(move || {
-                let local = &mut local0;
-                let v = map0.start(b, 0, 1).unwrap();
-                assert!(map0.refresh(local));
-                q0.adopt(0, v);
-                assert_eq!(local.owner(tag), 1, "new input goes to the new owner");
-                tx.push(1).unwrap();
-                while q0.adopted(1) < v {
-                    thread::yield_now();
-                }
-                log0.lock().unwrap().push(0);
-                done0.fetch_add(1, Ordering::SeqCst);
-                map0.finish(0, |x| x == b).unwrap();
+                map0.start(b, 0, 1).unwrap();
             });
-            // Node 1: the new owner.
-            let mut held = Vec::new();
-            while done.load(Ordering::SeqCst) < 2 {
-                if map.refresh(&mut local) {
-                    q.adopt(1, local.version());
+            let map2 = Arc::clone(&map);
+            let sender = thread::spawn(move || {
+                map2.refresh(&mut local2);
+                if local2.owner(tag) == 1 {
+                    tx.push(7).unwrap();
                 }
-                if let Some(seq) = rx.pop() {
-                    if map.refresh(&mut local) {
-                        q.adopt(1, local.version());
-                    }
-                    assert!(
-                        local.held_here(tag) || local.routes_here(tag),
-                        "a packet of a bucket this node neither holds nor owns"
-                    );
-                    held.push(seq);
-                }
-                if !held.is_empty() && !local.held_here(tag) {
-                    for seq in held.drain(..) {
-                        log.lock().unwrap().push(seq);
-                        done.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-                thread::yield_now();
+            });
+            map.refresh(&mut local1);
+            if rx.pop().is_some() {
+                map.refresh(&mut local1);
+                assert!(
+                    local1.held_here(tag),
+                    "node 1 would route a packet of a bucket it does not own yet"
+                );
             }
             old.join().unwrap();
-            assert_eq!(*log.lock().unwrap(), [0, 1], "processed in order, once");
+            sender.join().unwrap();
+        });
+    }
+
+    /// The old owner's side: node 2 takes a packet of the flow, routing by its copy of
+    /// the map (adopting a newer version first), then is dropped (adopting "every
+    /// version"). Node 0 moves the bucket to node 1; once it sees that node 2 adopted the
+    /// new version, it reads its bridge from node 2 up to the tail it sees then. Every
+    /// packet node 2 sent it must be within that count: nothing of the bucket may reach
+    /// node 0 after it has handed the bucket over.
+    #[test]
+    fn the_old_owner_counts_every_packet_sent_by_the_old_map() {
+        let (tag, b) = flow_of_node_0(3);
+        loom::model(move || {
+            let map = Arc::new(SharedMap::new(3));
+            let q = Quiescence::new(3);
+            let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 2 -> 0
+            let mut local2 = map.local(2);
+            let (map2, q2) = (Arc::clone(&map), q.share());
+            let sender = thread::spawn(move || {
+                if map2.refresh(&mut local2) {
+                    q2.adopt(2, local2.version());
+                }
+                if local2.owner(tag) == 0 {
+                    tx.push(7).unwrap();
+                }
+                q2.adopt(2, u64::MAX);
+            });
+            let v = map.start(b, 0, 1).unwrap();
+            let counted = if q.adopted(2) >= v {
+                let target = rx.refresh();
+                for _ in 0..target {
+                    rx.pop().expect("below the tail seen");
+                }
+                true
+            } else {
+                false
+            };
+            sender.join().unwrap();
+            if counted {
+                assert!(
+                    rx.pop().is_none(),
+                    "a packet sent by the old map arrived after the count"
+                );
+            }
         });
     }
 
