@@ -162,15 +162,18 @@ fn two_nodes(n: u64, burst: usize, migrate: bool) -> Vec<f64> {
                 if let Some(s) = started.take() {
                     handovers.push(s.elapsed().as_secs_f64() * 1e6);
                 }
-                // The next flow this node owns, in a fixed stride over the flows.
-                let f = loop {
-                    pick = (pick + 37) % FLOWS;
-                    if node.owns(pick) {
-                        break pick;
+                // The next flow this node owns, in a fixed stride over the flows (if it
+                // still owns any).
+                let f = (0..FLOWS)
+                    .map(|_| {
+                        pick = (pick + 37) % FLOWS;
+                        pick
+                    })
+                    .find(|&f| node.owns(f));
+                if let Some(f) = f {
+                    if node.migrate(nodes::bucket_of(f), 1 - id).is_ok() {
+                        started = Some(Instant::now());
                     }
-                };
-                if node.migrate(nodes::bucket_of(f), 1 - id).is_ok() {
-                    started = Some(Instant::now());
                 }
             }
             while input.len() < burst && next < n {

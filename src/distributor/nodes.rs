@@ -369,9 +369,14 @@ enum Phase {
     /// send the bucket's packets here.
     Adoption,
     /// Until this node has read, per source, the packets that source sent before it
-    /// adopted (`read_from` reaching these counts), and none of the bucket's packets is
-    /// here any more: waiting unrouted, or in flight at a worker (by the flow table).
+    /// adopted (`read_from` reaching these counts), and none of the bucket's packets waits
+    /// here unrouted.
     Bridges(Vec<u64>),
+    /// Until each worker has completed what it had been sent (these counts) when the
+    /// phase began; then the flow table says whether a packet of the bucket is still at a
+    /// worker (a reschedule into the bucket routed here since): if one is, the phase
+    /// starts again. The counts spare the table scan on every call.
+    Workers(Vec<u64>),
 }
 
 /// A migration that cannot start ([`NodeDistributor::migrate`]).
@@ -1208,15 +1213,36 @@ where
                 }
                 Phase::Bridges(targets) => {
                     let read = targets.iter().zip(&self.read_from).all(|(t, r)| r >= t);
-                    if !read
-                        || self.bucket_waiting(d.bucket)
-                        || self.dist.bucket_in_flight(d.bucket)
-                    {
+                    if !read || self.bucket_waiting(d.bucket) {
+                        break;
+                    }
+                    d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
+                }
+                Phase::Workers(sent) => {
+                    let caught_up = self
+                        .dist
+                        .lanes
+                        .iter()
+                        .zip(sent)
+                        .all(|(l, &s)| l.completed >= s);
+                    if !caught_up {
+                        break;
+                    }
+                    if self.bucket_waiting(d.bucket) {
+                        // A worker's reschedule (or a leaving worker's hand-back) put a
+                        // packet of the bucket in the backlog: route it first.
+                        d.phase = Phase::Bridges(vec![0; self.nodes]);
+                        break;
+                    }
+                    if self.dist.bucket_in_flight(d.bucket) {
+                        // Routed here after the counts were taken: wait for it too.
+                        d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
                         break;
                     }
                     // Nothing of the bucket is here, and nothing more can come: the other
-                    // nodes send it elsewhere, and from now on a reschedule into it by a
-                    // worker here goes to the new owner too. The new owner starts.
+                    // nodes send it elsewhere, new input here waits with the caller, and
+                    // from now on a reschedule into it by a worker here goes to the new
+                    // owner too. The new owner starts.
                     self.map.finish(self.id, |b| b == d.bucket);
                     self.refresh_map();
                     self.stats.migrations += 1;

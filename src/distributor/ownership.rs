@@ -56,6 +56,8 @@ pub(crate) struct OwnerMap {
     owner: Box<[u8]>,
     /// For a bucket under migration: the node it comes from (`NONE` otherwise).
     from: Box<[u8]>,
+    /// The buckets under migration (a few at most: one per node).
+    migrating: Vec<u16>,
 }
 
 /// The map all nodes of one layout share.
@@ -77,6 +79,7 @@ impl SharedMap {
                 version: 0,
                 owner,
                 from: vec![NONE; BUCKETS].into_boxed_slice(),
+                migrating: Vec::new(),
             }),
             version: CachePadded::new(AtomicU64::new(0)),
         }
@@ -102,6 +105,7 @@ impl SharedMap {
         self.map.read(|m| {
             local.map.owner.copy_from_slice(&m.owner);
             local.map.from.copy_from_slice(&m.from);
+            local.map.migrating.clone_from(&m.migrating);
             local.map.version = m.version;
         });
         true
@@ -131,6 +135,7 @@ impl SharedMap {
             if free {
                 m.owner[bucket] = to as u8;
                 m.from[bucket] = from as u8;
+                m.migrating.push(bucket as u16);
             }
             free
         })
@@ -140,14 +145,17 @@ impl SharedMap {
     /// the new owners start routing those buckets' packets.
     pub(crate) fn finish(&self, from: usize, done: impl Fn(usize) -> bool) -> Option<u64> {
         self.change(|m| {
-            let mut any = false;
-            for b in 0..BUCKETS {
-                if usize::from(m.from[b]) == from && done(b) {
-                    m.from[b] = NONE;
-                    any = true;
+            let before = m.migrating.len();
+            let from_map = &mut m.from;
+            m.migrating.retain(|&b| {
+                let b = usize::from(b);
+                let end = usize::from(from_map[b]) == from && done(b);
+                if end {
+                    from_map[b] = NONE;
                 }
-            }
-            any
+                !end
+            });
+            m.migrating.len() != before
         })
     }
 }
@@ -191,12 +199,10 @@ impl Ownership {
 
     /// Whether a handover into this node is pending (some packets may be held).
     pub(crate) fn holding(&self) -> bool {
-        let node = self.node as u8;
         self.map
-            .owner
+            .migrating
             .iter()
-            .zip(self.map.from.iter())
-            .any(|(&o, &f)| o == node && f != NONE)
+            .any(|&b| usize::from(self.map.owner[usize::from(b)]) == self.node)
     }
 
     /// Whether `bucket` is owned by this node with no migration pending.
