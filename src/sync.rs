@@ -226,29 +226,33 @@ impl<T> UnsafeCell<T> {
 /// A shared value that one thread may replace while others read it: crossbeam-epoch's
 /// `Atomic` normally (readers pin, a replaced value is freed once no pinned reader can
 /// still see it), a `Mutex<Arc<T>>` under `cfg(loom)` (the models check the protocols
-/// built on top, not crossbeam-epoch itself).
+/// built on top, not crossbeam-epoch itself) and under Miri's default Stacked Borrows
+/// run: crossbeam-epoch's intrusive list of participants breaks Stacked Borrows' rules
+/// (crossbeam issues 545 and 1181; its own CI runs Miri under Tree Borrows), so CI runs
+/// the crossbeam-epoch form under Miri separately, with `--cfg flowline_miri_epoch` and
+/// Tree Borrows.
 #[cfg(feature = "std")]
 pub(crate) struct EpochCell<T> {
-    #[cfg(not(loom))]
+    #[cfg(not(any(loom, all(miri, not(flowline_miri_epoch)))))]
     value: crossbeam_epoch::Atomic<T>,
-    #[cfg(loom)]
-    value: loom::sync::Mutex<loom::sync::Arc<T>>,
+    #[cfg(any(loom, all(miri, not(flowline_miri_epoch))))]
+    value: Mutex<Arc<T>>,
 }
 
 #[cfg(feature = "std")]
 impl<T: Send + Sync + 'static> EpochCell<T> {
     pub(crate) fn new(v: T) -> Self {
         Self {
-            #[cfg(not(loom))]
+            #[cfg(not(any(loom, all(miri, not(flowline_miri_epoch)))))]
             value: crossbeam_epoch::Atomic::new(v),
-            #[cfg(loom)]
-            value: loom::sync::Mutex::new(loom::sync::Arc::new(v)),
+            #[cfg(any(loom, all(miri, not(flowline_miri_epoch))))]
+            value: Mutex::new(Arc::new(v)),
         }
     }
 
     /// Runs `f` on the current value (one pin).
     pub(crate) fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
-        #[cfg(not(loom))]
+        #[cfg(not(any(loom, all(miri, not(flowline_miri_epoch)))))]
         {
             let guard = crossbeam_epoch::pin();
             // Acquire: pairs with the Release half of `update`'s compare-exchange, so the
@@ -262,9 +266,9 @@ impl<T: Send + Sync + 'static> EpochCell<T> {
             // has unpinned.
             f(unsafe { cur.deref() })
         }
-        #[cfg(loom)]
+        #[cfg(any(loom, all(miri, not(flowline_miri_epoch))))]
         {
-            let cur = loom::sync::Arc::clone(&self.value.lock().unwrap());
+            let cur = Arc::clone(&self.value.lock().unwrap());
             f(&cur)
         }
     }
@@ -273,7 +277,7 @@ impl<T: Send + Sync + 'static> EpochCell<T> {
     /// the meantime (so `f` may run more than once); `None` from `f` leaves it alone.
     /// Returns whether it replaced it.
     pub(crate) fn update(&self, mut f: impl FnMut(&T) -> Option<T>) -> bool {
-        #[cfg(not(loom))]
+        #[cfg(not(any(loom, all(miri, not(flowline_miri_epoch)))))]
         {
             let guard = crossbeam_epoch::pin();
             loop {
@@ -304,12 +308,12 @@ impl<T: Send + Sync + 'static> EpochCell<T> {
                 }
             }
         }
-        #[cfg(loom)]
+        #[cfg(any(loom, all(miri, not(flowline_miri_epoch))))]
         {
             let mut g = self.value.lock().unwrap();
             match f(&g) {
                 Some(next) => {
-                    *g = loom::sync::Arc::new(next);
+                    *g = Arc::new(next);
                     true
                 }
                 None => false,
@@ -318,7 +322,7 @@ impl<T: Send + Sync + 'static> EpochCell<T> {
     }
 }
 
-#[cfg(all(feature = "std", not(loom)))]
+#[cfg(all(feature = "std", not(any(loom, all(miri, not(flowline_miri_epoch))))))]
 impl<T> Drop for EpochCell<T> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader can be inside `read` or `update` now, and the

@@ -570,7 +570,10 @@ where
     /// DPDK's dsw event device: pause, drain, unpause). The handover advances in this
     /// node's [`distribute`](Self::distribute) and [`flush`](Self::flush) calls (and
     /// needs the other nodes to keep calling theirs); [`migrating`](Self::migrating)
-    /// says when it is over. One migration out of a node at a time.
+    /// says when it is over. One migration out of a node at a time. The handover waits
+    /// until every worker of this node has completed what it held when the bucket's last
+    /// packet was routed here, so a stalled worker here delays it (measured with no
+    /// stall: `dist_2nodes_migrating` in the report).
     ///
     /// The ownership map is shared by the nodes and replaced at each step of a migration
     /// (crossbeam-epoch frees the versions no node reads any more); each node compares
