@@ -350,6 +350,11 @@ pub struct NodeDistributor<T, F> {
     holding: bool,
     /// Packets read from the bridge from node `s`, ever.
     read_from: Vec<u64>,
+    /// The map version this node has adopted (published in `progress`), and the one for
+    /// which it last looked at its held packets: both catch up with its copy's version
+    /// in `refresh_map`.
+    adopted: u64,
+    released: u64,
     /// The migration out of this node in progress, if any.
     drain: Option<Drain>,
 }
@@ -507,6 +512,8 @@ where
                 held: (0..n).map(|_| Vec::new()).collect(),
                 holding: false,
                 read_from: vec![0; n],
+                adopted: 0,
+                released: 0,
                 drain: None,
             },
             workers,
@@ -771,8 +778,10 @@ where
                 // here wait until its old owner is done with it.
                 self.entered += 1;
                 if self.holding && own.held_here(t) {
+                    // Taken from the caller: placed, for the caller's count.
                     self.held[o].push(p);
                     self.stats.held += 1;
+                    placed += 1;
                 } else {
                     self.sorted[o].push(p);
                 }
@@ -1099,10 +1108,19 @@ where
     /// Brings this node's copy of the ownership map up to date (one load when nothing
     /// changed) and adopts a new version; releases the packets of buckets whose handover
     /// into this node ended, each source's in front of what came from it since.
+    ///
+    /// The steps that run the user's `tag` (re-sorting, releasing) are redone at the next
+    /// call if it panics: a version counts as adopted, and held packets as looked at for
+    /// a version, only once they are done.
     fn refresh_map(&mut self) {
         let own = self.dist.ownership.as_mut().expect("set by nodes::new");
-        if self.map.refresh(own) {
-            self.holding = own.holding();
+        self.map.refresh(own);
+        let version = own.version();
+        if version == self.adopted && version == self.released {
+            return;
+        }
+        self.holding = own.holding();
+        if version != self.adopted {
             // Reschedules still waiting for room on a bridge were sorted by the older
             // version: sort them again, or one could reach a bucket's old owner after it
             // has handed the bucket over. Each flow's packets sit in one queue and keep
@@ -1110,12 +1128,17 @@ where
             self.resort_pending();
             // Every other packet this node sent by the older version is on a bridge by
             // now (its calls pushed them before returning).
-            let own = self.dist.ownership.as_ref().expect("set by nodes::new");
-            self.progress.adopt(self.id, own.version());
+            self.progress.adopt(self.id, version);
+            self.adopted = version;
         }
-        if self.held.iter().all(Vec::is_empty) {
-            return;
-        }
+        self.release_held();
+        self.released = version;
+    }
+
+    /// Moves the held packets of buckets whose handover into this node ended to the front
+    /// of their sources' `inbound` queues. If `tag` panics, the sources not yet looked at
+    /// keep theirs (and the next call looks again).
+    fn release_held(&mut self) {
         for s in 0..self.nodes {
             if self.held[s].is_empty() {
                 continue;
@@ -1149,8 +1172,8 @@ where
 
     /// Moves the reschedules waiting in `pending_out` to the queues of their owners by
     /// this node's copy of the map (its own buckets: held or routed here). The user's
-    /// `tag` runs first: if it panics, nothing has moved (and the version is not adopted,
-    /// since the caller adopts after this returns).
+    /// `tag` runs first: if it panics, nothing has moved, and the caller has not adopted
+    /// the version yet (it does after this returns; the next call tries again).
     fn resort_pending(&mut self) {
         if self.pending_out.iter().all(Vec::is_empty) {
             return;
@@ -1179,6 +1202,11 @@ where
         }
     }
 
+    /// Whether every other node routes by map version `v` (or a later one) now.
+    fn all_adopted(&self, v: u64) -> bool {
+        (0..self.nodes).all(|o| o == self.id || self.progress.adopted(o) >= v)
+    }
+
     /// Whether a packet of `bucket` waits in this node unrouted (from a bridge, or in
     /// the distributor's backlog).
     fn bucket_waiting(&mut self, bucket: usize) -> bool {
@@ -1193,14 +1221,26 @@ where
     /// Advances the migration out of this node, if any (see [`migrate`](Self::migrate)),
     /// through as many phases as are complete now.
     fn drive_drain(&mut self) {
+        // The user's `tag` runs here (looking for the bucket's packets), with the drain
+        // still in place: if it panics, the drain goes on at the next call.
+        let waiting = match &self.drain {
+            None => return,
+            Some(d) => {
+                let look = match d.phase {
+                    Phase::Adoption => self.all_adopted(d.version),
+                    Phase::Bridges(_) | Phase::Workers(_) => true,
+                };
+                let bucket = d.bucket;
+                look && self.bucket_waiting(bucket)
+            }
+        };
         let Some(mut d) = self.drain.take() else {
             return;
         };
         loop {
             match &d.phase {
                 Phase::Adoption => {
-                    let (id, v) = (self.id, d.version);
-                    if !(0..self.nodes).all(|o| o == id || self.progress.adopted(o) >= v) {
+                    if !self.all_adopted(d.version) {
                         break;
                     }
                     // Every other node routes the bucket elsewhere now; what each sent
@@ -1216,7 +1256,7 @@ where
                 }
                 Phase::Bridges(targets) => {
                     let read = targets.iter().zip(&self.read_from).all(|(t, r)| r >= t);
-                    if !read || self.bucket_waiting(d.bucket) {
+                    if !read || waiting {
                         break;
                     }
                     d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
@@ -1231,7 +1271,7 @@ where
                     if !caught_up {
                         break;
                     }
-                    if self.bucket_waiting(d.bucket) {
+                    if waiting {
                         // A worker's reschedule (or a leaving worker's hand-back) put a
                         // packet of the bucket in the backlog: route it first.
                         d.phase = Phase::Bridges(vec![0; self.nodes]);
@@ -1247,8 +1287,8 @@ where
                     // from now on a reschedule into it by a worker here goes to the new
                     // owner too. The new owner starts.
                     self.map.finish(self.id, |b| b == d.bucket);
-                    self.refresh_map();
                     self.stats.migrations += 1;
+                    self.refresh_map();
                     return;
                 }
             }
@@ -1286,9 +1326,11 @@ impl<T, F> Drop for NodeDistributor<T, F> {
             + self.inbound.iter().map(Vec::len).sum::<usize>()
             + self.held.iter().map(Vec::len).sum::<usize>()
             + self.undeliverable.len();
-        // A handover out of this node ends with it (what it held is dropped with it), so
-        // the new owner does not hold the bucket's packets for ever; and it sends nothing
-        // more, so no migration waits for it to adopt a map.
+        // A handover out of this node ends with it, so the new owner does not hold the
+        // bucket's packets for ever; and it sends nothing more, so no migration waits for
+        // it to adopt a map. What it held counts as finished (below). If its workers were
+        // still processing packets of the bucket (a node dropped before its flush
+        // returned, against the docs above), the new owner may now run those flows too.
         if self.drain.take().is_some() {
             self.map.finish(self.id, |_| true);
         }
@@ -1355,15 +1397,24 @@ mod loom_tests {
     /// packet, refreshes its copy once more before deciding (`pump_local`): its copy then
     /// knows the migration (it holds the packet). Without the second refresh, a packet
     /// routed by a newer map than node 1's copy is routed as if node 1 did not own the
-    /// bucket (before node 0 is done with it), and the model fails.
+    /// bucket (before node 0 is done with it), and the model fails; so it does if the
+    /// version line is raised after the map's publication instead of before.
     #[test]
     fn a_receiver_knows_the_map_its_sender_routed_by() {
         let (tag, b) = flow_of_node_0(3);
+        // Another bucket of node 0, migrated first: node 1 has seen that change and node 2
+        // has not, so node 1's copy is ahead of node 2's until node 2 looks (a version
+        // line that trailed the map's publication let node 1 miss the next change).
+        let other = (0..super::BUCKETS)
+            .find(|&x| x != b && default_owner(x, 3) == 0)
+            .unwrap();
         loom::model(move || {
             let map = Arc::new(SharedMap::new(3));
             let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 2 -> 1
             let mut local1 = map.local(1);
             let mut local2 = map.local(2);
+            map.start(other, 0, 2).unwrap();
+            assert!(map.refresh(&mut local1));
             let map0 = Arc::clone(&map);
             let old = thread::spawn(move || {
                 map0.start(b, 0, 1).unwrap();

@@ -113,18 +113,31 @@ impl SharedMap {
 
     /// Replaces the map with a copy changed by `f` (which returns false to leave it as it
     /// is); returns the new version, or `None` if `f` declined.
+    ///
+    /// The version line is raised *before* the new map is published (inside the update,
+    /// before its compare-exchange): a node that reads the new map (to route by it) has
+    /// then also made the raised line visible to whoever its packets reach, so a receiver
+    /// that compares the line after reading them sees that its copy is out of date. (The
+    /// other order let a receiver read a line still behind a map a sender had already
+    /// routed by.) A reader that sees the raised line before the map is published copies
+    /// the older map and looks again at its next call. The number raised belongs to the
+    /// map this attempt publishes, or, if the compare-exchange fails, to the map that
+    /// beat it (same version), so the line never runs ahead of every published map.
     fn change(&self, mut f: impl FnMut(&mut OwnerMap) -> bool) -> Option<u64> {
         let mut version = None;
         let changed = self.map.update(|m| {
             let mut next = m.clone();
             next.version = m.version + 1;
+            if !f(&mut next) {
+                return None;
+            }
             version = Some(next.version);
-            f(&mut next).then_some(next)
+            // Release: pairs with the Acquire in `refresh`; the map's publication (the
+            // update's compare-exchange, AcqRel) comes after it.
+            self.version.fetch_max(next.version, Ordering::Release);
+            Some(next)
         });
-        let v = version.filter(|_| changed)?;
-        // Release: pairs with the Acquire in `refresh` (the map is replaced before).
-        self.version.fetch_max(v, Ordering::Release);
-        Some(v)
+        version.filter(|_| changed)
     }
 
     /// Starts moving `bucket` from `from` to `to`, if `from` owns it and it is not
