@@ -1223,15 +1223,17 @@ where
     fn drive_drain(&mut self) {
         // The user's `tag` runs here (looking for the bucket's packets), with the drain
         // still in place: if it panics, the drain goes on at the next call.
-        let waiting = match &self.drain {
+        // Whether the others adopted is read once too: a node adopting between two reads
+        // would let this call pass the Adoption phase without having looked.
+        let (adopted, waiting) = match &self.drain {
             None => return,
             Some(d) => {
-                let look = match d.phase {
+                let adopted = match d.phase {
                     Phase::Adoption => self.all_adopted(d.version),
                     Phase::Bridges(_) | Phase::Workers(_) => true,
                 };
                 let bucket = d.bucket;
-                look && self.bucket_waiting(bucket)
+                (adopted, adopted && self.bucket_waiting(bucket))
             }
         };
         let Some(mut d) = self.drain.take() else {
@@ -1240,7 +1242,7 @@ where
         loop {
             match &d.phase {
                 Phase::Adoption => {
-                    if !self.all_adopted(d.version) {
+                    if !adopted {
                         break;
                     }
                     // Every other node routes the bucket elsewhere now; what each sent
