@@ -1005,8 +1005,20 @@ where
         for p in &self.dist.exported {
             self.tags.push((self.tag)(p));
         }
+        let mut v = core::mem::take(&mut self.dist.exported);
+        self.requeue(&mut v);
+        // Empty again; its allocation goes back for the next reschedules.
+        self.dist.exported = v;
+    }
+
+    /// Moves the packets of `v`, tagged in `self.tags` (in order), to the queues of their
+    /// owners by this node's copy of the map: another node's bridge queue, or here the
+    /// packets held for a handover into this node, or those routed here. Each queue keeps
+    /// the packets' order. No user code runs here.
+    fn requeue(&mut self, v: &mut Vec<T>) {
+        let tags = core::mem::take(&mut self.tags);
         let own = self.dist.ownership.as_ref().expect("set by nodes::new");
-        for (p, &t) in self.dist.exported.drain(..).zip(&self.tags) {
+        for (p, &t) in v.drain(..).zip(&tags) {
             let o = own.owner(t);
             if o != self.id {
                 self.pending_out[o].push(p);
@@ -1019,6 +1031,7 @@ where
                 self.inbound[o].push(p);
             }
         }
+        self.tags = tags;
     }
 
     /// Pushes the front of `v` onto the bridge to `o` with one publication; what does not
@@ -1188,18 +1201,7 @@ where
         for q in &mut self.pending_out {
             all.append(q);
         }
-        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
-        for (p, &t) in all.into_iter().zip(&self.tags) {
-            let o = own.owner(t);
-            if o != self.id {
-                self.pending_out[o].push(p);
-            } else if own.held_here(t) {
-                self.held[o].push(p);
-                self.stats.held += 1;
-            } else {
-                self.inbound[o].push(p);
-            }
-        }
+        self.requeue(&mut all);
     }
 
     /// Whether every other node routes by map version `v` (or a later one) now.
