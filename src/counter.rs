@@ -774,6 +774,13 @@ pub struct GroupSnapshot<const N: usize> {
 }
 
 impl<const N: usize> GroupSnapshot<N> {
+    /// A snapshot of these values (sums made elsewhere, such as the distributor's worker
+    /// registry totals).
+    #[cfg(feature = "std")]
+    pub(crate) fn from_values(names: [&'static str; N], values: [u64; N]) -> Self {
+        GroupSnapshot { names, values }
+    }
+
     /// The value of the counter called `name`, if there is one.
     ///
     /// ```

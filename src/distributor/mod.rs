@@ -90,6 +90,7 @@
 mod flows;
 pub mod nodes;
 mod ownership;
+mod registry;
 mod worker;
 
 use core::fmt;
@@ -107,6 +108,7 @@ use crate::wait::Sleepers;
 use crossbeam_utils::CachePadded;
 
 use flows::{Flow, FlowTable, TagHasher};
+pub use registry::{WorkerInfo, WorkerRegistry};
 use worker::{Control, Parked, Ret};
 pub use worker::{Disconnected, NotHeld, Worker, WORKER_STATS};
 
@@ -297,7 +299,8 @@ impl<T> fmt::Display for FlushError<T> {
 
 impl<T> std::error::Error for FlushError<T> {}
 
-/// Why a worker could not re-join.
+/// Why a worker could not re-join ([`Distributor::rejoin`]) or be removed
+/// ([`Distributor::remove_worker`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 ///
 /// ```
@@ -307,9 +310,10 @@ impl<T> std::error::Error for FlushError<T> {}
 /// assert_eq!(d.rejoin(3).unwrap_err(), JoinError::NoSuchWorker(3));
 /// ```
 pub enum JoinError {
-    /// No worker with this id exists (ids are `0..config.workers`).
+    /// No worker with this id exists: it was never created or added, or it was removed.
     NoSuchWorker(usize),
-    /// The worker with this id is active (its handle is alive).
+    /// The worker with this id is active (its handle is alive): only a worker that left
+    /// can re-join or be removed.
     Active(usize),
 }
 
@@ -320,7 +324,8 @@ impl fmt::Display for JoinError {
             JoinError::Active(id) => {
                 write!(
                     f,
-                    "worker {id} is active; only a worker that left can re-join"
+                    "worker {id} is active; only a worker that left can re-join or be removed \
+                     (call Worker::leave, or drop its handle, first)"
                 )
             }
         }
@@ -359,6 +364,11 @@ struct Lane<T> {
     /// Rotating offset of the packet checked in each burst read (release builds).
     probe: u32,
     control: Arc<Control<T>>,
+    /// The worker's counters (its handle is in the worker's ring ends).
+    stats: Arc<CounterGroup<5>>,
+    /// Removed for good ([`Distributor::remove_worker`]): not listed, cannot re-join; a
+    /// later [`Distributor::add_worker`] may reuse the lane (and its id).
+    removed: bool,
 }
 
 impl<T> Lane<T> {
@@ -436,7 +446,8 @@ pub struct Distributor<T, F> {
     scratch: Vec<T>,
     stats: GroupHandle<5>,
     stats_group: Arc<CounterGroup<5>>,
-    worker_stats: Arc<CounterGroup<5>>,
+    /// What stats and control threads read: the workers and their counters.
+    registry: WorkerRegistry,
     /// Whether hand-backs are checked against the tag sent at their position.
     check_order: bool,
     /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
@@ -477,7 +488,6 @@ where
     if config.credit == 0 || config.credit > MAX_CREDIT {
         return Err(ConfigError::BadCredit(config.credit));
     }
-    let worker_stats = Arc::new(CounterGroup::new(WORKER_STATS, config.workers));
     let wake = Arc::new(CachePadded::new(Sleepers::new()));
     // The flush's sleeper protocol needs the barriers set up before any worker can notify
     // (the waitable packet rings below would do it too; this does not rely on them).
@@ -486,53 +496,11 @@ where
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
-        let (tx, wrx) = spsc::waitable(config.credit).map_err(ConfigError::AllocFailed)?;
-        let (wdone, done_rx) = spsc::channel(config.credit).map_err(ConfigError::AllocFailed)?;
-        // One more slot than the credit for the leave marker.
-        let (wret, rx) = spsc::channel(config.credit + 1).map_err(ConfigError::AllocFailed)?;
-        let tag_slots = config.credit.next_power_of_two();
-        let mut tags = Vec::new();
-        tags.try_reserve_exact(tag_slots).map_err(|_| {
-            ConfigError::AllocFailed(CapacityError::AllocFailed {
-                slots: tag_slots,
-                bytes: tag_slots * 8,
-            })
-        })?;
-        tags.resize(tag_slots, 0u64);
-        let control = Arc::new(Control {
-            parked: Mutex::new(None),
-        });
-        workers.push(Worker {
-            id,
-            ends: ManuallyDrop::new(Parked {
-                rx: wrx,
-                done: wdone,
-                ret: wret,
-                wake: Arc::clone(&wake),
-            }),
-            held: 0,
-            handed: 0,
-            control: Arc::clone(&control),
-            stats: worker_stats.handle(),
-        });
-        lanes.push(Lane {
-            tx,
-            done_rx,
-            rx,
-            parked: None,
-            active: true,
-            sent: 0,
-            completed: 0,
-            staged: Vec::with_capacity(config.credit.min(1024)),
-            leaving: Vec::new(),
-            tags: tags.into_boxed_slice(),
-            tag_mask: tag_slots - 1,
-            cursor: 0,
-            frozen: false,
-            probe: 0,
-            control,
-        });
+        let (lane, worker) = make_lane(id, config.credit, &wake)?;
+        lanes.push(lane);
+        workers.push(worker);
     }
+    let registry = WorkerRegistry::new(roster_of(&lanes));
     let dist = Distributor {
         tag,
         lanes,
@@ -545,7 +513,7 @@ where
         scratch: Vec::new(),
         stats: stats_group.handle(),
         stats_group,
-        worker_stats,
+        registry,
         check_order: true,
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
@@ -553,6 +521,79 @@ where
         exported: Vec::new(),
     };
     Ok((dist, workers))
+}
+
+/// A worker's rings, order-check tags and counters: the distributor's lane and the
+/// worker's handle, for worker `id` with room for `credit` packets.
+fn make_lane<T>(
+    id: usize,
+    credit: usize,
+    wake: &Arc<CachePadded<Sleepers>>,
+) -> Result<(Lane<T>, Worker<T>), ConfigError> {
+    let (tx, wrx) = spsc::waitable(credit).map_err(ConfigError::AllocFailed)?;
+    let (wdone, done_rx) = spsc::channel(credit).map_err(ConfigError::AllocFailed)?;
+    // One more slot than the credit for the leave marker.
+    let (wret, rx) = spsc::channel(credit + 1).map_err(ConfigError::AllocFailed)?;
+    let tag_slots = credit.next_power_of_two();
+    let mut tags = Vec::new();
+    tags.try_reserve_exact(tag_slots).map_err(|_| {
+        ConfigError::AllocFailed(CapacityError::AllocFailed {
+            slots: tag_slots,
+            bytes: tag_slots * 8,
+        })
+    })?;
+    tags.resize(tag_slots, 0u64);
+    let control = Arc::new(Control {
+        parked: Mutex::new(None),
+    });
+    let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
+    let worker = Worker {
+        id,
+        ends: ManuallyDrop::new(Parked {
+            rx: wrx,
+            done: wdone,
+            ret: wret,
+            wake: Arc::clone(wake),
+            stats: stats.handle(),
+        }),
+        held: 0,
+        handed: 0,
+        control: Arc::clone(&control),
+    };
+    let lane = Lane {
+        tx,
+        done_rx,
+        rx,
+        parked: None,
+        active: true,
+        sent: 0,
+        completed: 0,
+        staged: Vec::with_capacity(credit.min(1024)),
+        leaving: Vec::new(),
+        tags: tags.into_boxed_slice(),
+        tag_mask: tag_slots - 1,
+        cursor: 0,
+        frozen: false,
+        probe: 0,
+        control,
+        stats,
+        removed: false,
+    };
+    Ok((lane, worker))
+}
+
+/// The registry's view of `lanes`: every lane not removed, by id.
+fn roster_of<T>(lanes: &[Lane<T>]) -> Vec<registry::Entry> {
+    lanes
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.removed)
+        .map(|(id, l)| registry::Entry {
+            id,
+            active: l.active,
+            stats: Arc::clone(&l.stats),
+        })
+        .collect()
 }
 
 impl<T, F> Distributor<T, F>
@@ -821,6 +862,14 @@ where
         for p in unprocessed.into_iter().rev() {
             self.backlog.push_front(p);
         }
+        self.publish_roster();
+    }
+
+    /// Publishes the lanes' current state to the registry (cold path: a worker was added,
+    /// left, re-joined or was removed).
+    fn publish_roster(&self) {
+        self.registry
+            .publish(roster_of(&self.lanes), self.registry.removed());
     }
 
     /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
@@ -1089,12 +1138,14 @@ where
         held as usize + self.backlog.len()
     }
 
-    /// A new handle for worker `id`, which left earlier.
+    /// A new handle for worker `id`, which left earlier. It goes on counting on the
+    /// worker's counters (the registry lists it as active again).
     ///
     /// # Errors
     ///
-    /// [`JoinError::NoSuchWorker`] for an id out of range, [`JoinError::Active`] if that
-    /// worker has not left (its `leave` has not returned yet).
+    /// [`JoinError::NoSuchWorker`] for an id that was never created or added, or was
+    /// removed; [`JoinError::Active`] if that worker has not left (its `leave` has not
+    /// returned yet).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -1104,27 +1155,135 @@ where
     /// assert_eq!((w.id(), d.active_workers()), (0, 1));
     /// ```
     pub fn rejoin(&mut self, id: usize) -> Result<Worker<T>, JoinError> {
-        // Read the return rings first, so a leave that has happened is seen.
+        // Reads the return rings first, so a leave that has happened is seen.
+        let parked = self.take_parked(id)?;
+        Ok(self.activate(id, parked))
+    }
+
+    /// The ring ends of worker `id`, which left (after reading the return rings).
+    fn take_parked(&mut self, id: usize) -> Result<Parked<T>, JoinError> {
         self.poll_returns();
-        let Some(lane) = self.lanes.get_mut(id) else {
-            return Err(JoinError::NoSuchWorker(id));
+        let lane = match self.lanes.get_mut(id) {
+            Some(l) if !l.removed => l,
+            _ => return Err(JoinError::NoSuchWorker(id)),
         };
         if lane.active {
             return Err(JoinError::Active(id));
         }
-        let Some(parked) = lane.parked.take() else {
-            return Err(JoinError::Active(id));
-        };
+        lane.parked.take().ok_or(JoinError::Active(id))
+    }
+
+    /// Lane `id` gets a worker again, with these ring ends; the registry says so.
+    fn activate(&mut self, id: usize, parked: Parked<T>) -> Worker<T> {
+        let lane = &mut self.lanes[id];
         lane.active = true;
+        lane.removed = false;
         self.active += 1;
-        Ok(Worker {
+        let w = Worker {
             id,
             ends: ManuallyDrop::new(parked),
             held: 0,
             handed: lane.cursor,
             control: Arc::clone(&lane.control),
-            stats: self.worker_stats.handle(),
-        })
+        };
+        self.publish_roster();
+        w
+    }
+
+    /// Adds a worker at run time, beyond those made by [`new`]: a handle with fresh
+    /// counters and the configured credit. Its id is the lowest id of a removed worker
+    /// ([`remove_worker`](Self::remove_worker)), whose rings it reuses, or else the next
+    /// unused one. The new worker takes flows from the next [`distribute`](Self::distribute)
+    /// on (a flow with nothing in flight may move to it; flows with packets in flight stay
+    /// where they are). Cold path: allocates, and publishes a new registry roster.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::TooManyWorkers`] if [`MAX_WORKERS`] workers exist (active or away;
+    /// remove one that left first), [`ConfigError::AllocFailed`] if its rings cannot be
+    /// allocated. Nothing changes then.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let w = d.add_worker().unwrap();
+    /// assert_eq!((w.id(), d.active_workers()), (1, 2));
+    /// assert_eq!(d.registry().workers().len(), 2);
+    /// ```
+    pub fn add_worker(&mut self) -> Result<Worker<T>, ConfigError> {
+        self.poll_returns();
+        if let Some(id) = self.lanes.iter().position(|l| l.removed) {
+            let parked = self.lanes[id]
+                .parked
+                .take()
+                .expect("a removed worker's ring ends stay with its lane");
+            let mut parked = parked;
+            // Fresh counters: the removed worker's were folded into the registry's totals.
+            let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
+            parked.stats = stats.handle();
+            self.lanes[id].stats = stats;
+            return Ok(self.activate(id, parked));
+        }
+        if self.lanes.len() >= MAX_WORKERS {
+            return Err(ConfigError::TooManyWorkers(MAX_WORKERS + 1));
+        }
+        let id = self.lanes.len();
+        let (lane, worker) = make_lane(id, self.credit as usize, &self.wake)?;
+        self.lanes.push(lane);
+        self.active += 1;
+        self.publish_roster();
+        Ok(worker)
+    }
+
+    /// Removes worker `id`, which left, for good: it can no longer re-join, the registry
+    /// stops listing it, and its counters are folded into the registry's totals (which so
+    /// never go backwards). Nothing it ever received is lost: leaving already handed back
+    /// or recovered everything. A later [`add_worker`](Self::add_worker) may reuse the id.
+    ///
+    /// # Errors
+    ///
+    /// [`JoinError::NoSuchWorker`] for an id that does not exist (or was removed already),
+    /// [`JoinError::Active`] if the worker has not left: call [`Worker::leave`] (or drop
+    /// its handle) first.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config, JoinError};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(d.remove_worker(1), Err(JoinError::Active(1)));
+    /// ws.pop().unwrap().leave(Vec::new()).unwrap();
+    /// d.remove_worker(1).unwrap();
+    /// assert_eq!(d.rejoin(1).unwrap_err(), JoinError::NoSuchWorker(1));
+    /// assert_eq!(d.registry().workers().len(), 1);
+    /// assert_eq!(d.add_worker().unwrap().id(), 1); // the id is free again
+    /// ```
+    pub fn remove_worker(&mut self, id: usize) -> Result<(), JoinError> {
+        let parked = self.take_parked(id)?;
+        let lane = &mut self.lanes[id];
+        // The worker's handle is gone and its counter handle is in `parked`, owned here:
+        // these values are final.
+        let last = lane.stats.snapshot();
+        let mut removed = self.registry.removed();
+        for (r, v) in removed.iter_mut().zip(last.values()) {
+            *r = r.wrapping_add(*v);
+        }
+        lane.parked = Some(parked);
+        lane.removed = true;
+        // One roster: the worker leaves the list and its counters join `removed` together,
+        // so a reader's totals never drop.
+        self.registry.publish(roster_of(&self.lanes), removed);
+        Ok(())
+    }
+
+    /// The worker registry: which workers exist, whether each is active, and their
+    /// counters, readable from any thread without a lock (see [`WorkerRegistry`]).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (d, _ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(d.registry().active(), 2);
+    /// ```
+    pub fn registry(&self) -> WorkerRegistry {
+        self.registry.clone()
     }
 
     /// **Testing only:** sets the flush's first and longest nap (1 ms and 8 ms by
@@ -1207,21 +1366,8 @@ where
         Arc::clone(&self.stats_group)
     }
 
-    /// The workers' counters ([`WORKER_STATS`], summed over workers), readable from any
-    /// thread.
-    ///
-    /// ```
-    /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
-    /// d.distribute(&mut vec![1]).unwrap();
-    /// ws[0].recv_burst(&mut Vec::new(), 8).unwrap();
-    /// assert_eq!(d.worker_stats().snapshot().get("received"), Some(1));
-    /// ```
-    pub fn worker_stats(&self) -> Arc<CounterGroup<5>> {
-        Arc::clone(&self.worker_stats)
-    }
-
-    /// A snapshot of the workers' counters, summed.
+    /// A snapshot of the workers' counters ([`WORKER_STATS`]), summed over every worker
+    /// ever created or added, removed ones included ([`WorkerRegistry::totals`]).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -1229,7 +1375,7 @@ where
     /// assert_eq!(d.worker_totals().get("returned"), Some(0));
     /// ```
     pub fn worker_totals(&self) -> GroupSnapshot<5> {
-        self.worker_stats.snapshot()
+        self.registry.totals()
     }
 }
 

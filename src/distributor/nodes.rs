@@ -995,6 +995,43 @@ where
         self.dist.rejoin(id)
     }
 
+    /// Adds a worker to this node at run time (as [`Distributor::add_worker`]): it takes
+    /// this node's flows from the next call on. Pin its thread to one of the node's CPUs
+    /// if the layout is pinned. The node's worker registry is
+    /// `self.distributor().registry()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Distributor::add_worker`].
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (mut n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// let w = n.add_worker().unwrap();
+    /// assert_eq!((w.id(), n.distributor().registry().active()), (1, 2));
+    /// ```
+    pub fn add_worker(&mut self) -> Result<Worker<T>, super::ConfigError> {
+        self.dist.add_worker()
+    }
+
+    /// Removes this node's worker `id`, which left, for good (as
+    /// [`Distributor::remove_worker`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Distributor::remove_worker`].
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 2, credit: 8, bridge: 8 };
+    /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// ws.pop().unwrap().leave(Vec::new()).unwrap();
+    /// n.remove_worker(1).unwrap();
+    /// assert_eq!(n.distributor().registry().workers().len(), 1);
+    /// ```
+    pub fn remove_worker(&mut self, id: usize) -> Result<(), super::JoinError> {
+        self.dist.remove_worker(id)
+    }
+
     /// Moves reschedules the local distributor set aside (tags another node owns) to
     /// their owners' queues, in order. If `tag` panics they stay set aside.
     fn export_reschedules(&mut self) {

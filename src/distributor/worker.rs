@@ -52,6 +52,11 @@ pub(crate) struct Parked<T> {
     /// hand-back on either ring. While nobody sleeps, a notification is one load of a line
     /// nobody writes.
     pub(crate) wake: Arc<CachePadded<Sleepers>>,
+    /// The worker's counters ([`WORKER_STATS`]): its own one-shard group's handle. It
+    /// travels with the ring ends, so the shard stays taken while the worker is away and a
+    /// worker that re-joins goes on counting on it (no new handle that could find the
+    /// shard still held by a handle about to drop).
+    pub(crate) stats: GroupHandle<5>,
 }
 
 /// Per-worker state shared with the distributor on the cold path only (leave / join).
@@ -110,7 +115,6 @@ pub struct Worker<T> {
     /// Packets handed back so far (the position of the next hand-back).
     pub(crate) handed: u64,
     pub(crate) control: Arc<Control<T>>,
-    pub(crate) stats: GroupHandle<5>,
 }
 
 /// A worker hands back a packet it does not hold: it has handed back as many packets as it
@@ -213,7 +217,7 @@ impl<T> Worker<T> {
         }
         self.held += n;
         if n > 0 {
-            self.stats.add(RECEIVED, n as u64);
+            self.ends.stats.add(RECEIVED, n as u64);
         }
         Ok(n)
     }
@@ -257,7 +261,7 @@ impl<T> Worker<T> {
         let n = self.ends.rx.pop_burst_wait(out, max, timeout)?;
         self.held += n;
         if n > 0 {
-            self.stats.add(RECEIVED, n as u64);
+            self.ends.stats.add(RECEIVED, n as u64);
         }
         Ok(n)
     }
@@ -304,7 +308,7 @@ impl<T> Worker<T> {
         let n = self.ends.rx.pop_burst_async(out, max).await?;
         self.held += n;
         if n > 0 {
-            self.stats.add(RECEIVED, n as u64);
+            self.ends.stats.add(RECEIVED, n as u64);
         }
         Ok(n)
     }
@@ -377,7 +381,7 @@ impl<T> Worker<T> {
         self.ends.wake.notify();
         self.held -= 1;
         self.handed += 1;
-        self.stats.add(RETURNED, 1);
+        self.ends.stats.add(RETURNED, 1);
         Ok(())
     }
 
@@ -411,7 +415,7 @@ impl<T> Worker<T> {
         self.handed += n as u64;
         if n > 0 {
             self.ends.wake.notify();
-            self.stats.add(RETURNED, n as u64);
+            self.ends.stats.add(RETURNED, n as u64);
         }
         if pkts.is_empty() {
             Ok(())
@@ -446,7 +450,7 @@ impl<T> Worker<T> {
         self.post(Ret::Dropped { at: self.handed });
         self.held -= 1;
         self.handed += 1;
-        self.stats.add(DROPPED, 1);
+        self.ends.stats.add(DROPPED, 1);
         Ok(())
     }
 
@@ -483,7 +487,7 @@ impl<T> Worker<T> {
         });
         self.held -= 1;
         self.handed += 1;
-        self.stats.add(RESCHEDULED, 1);
+        self.ends.stats.add(RESCHEDULED, 1);
         Ok(())
     }
 
@@ -528,7 +532,7 @@ impl<T> Worker<T> {
             self.post_quietly(Ret::Dropped { at: self.handed });
             self.held -= 1;
             self.handed += 1;
-            self.stats.add(DROPPED, 1);
+            self.ends.stats.add(DROPPED, 1);
         }
         // `Drop` posts the leave marker and parks the ring ends.
         drop(self);
@@ -552,7 +556,7 @@ impl<T> Drop for Worker<T> {
             self.post_quietly(Ret::Lost { at: self.handed, n });
             self.handed += n;
             self.held = 0;
-            self.stats.add(LOST, n);
+            self.ends.stats.add(LOST, n);
         }
         self.post(Ret::Leave { at: self.handed });
         // SAFETY: `ends` is taken exactly once, here in `Drop`; no method runs after.
