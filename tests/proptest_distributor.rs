@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use support::dist_model::{run, Op};
 
 fn op() -> impl Strategy<Value = Op> {
-    let w = 0usize..3;
+    let w = 0usize..5;
     prop_oneof![
         3 => proptest::collection::vec(any::<u8>(), 0..6).prop_map(Op::Distribute),
         3 => (w.clone(), 0usize..6).prop_map(|(w, n)| Op::Recv(w, n)),
@@ -18,7 +18,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => w.clone().prop_map(Op::Drop),
         1 => (w.clone(), any::<u8>()).prop_map(|(w, f)| Op::Resched(w, f)),
         1 => (w.clone(), 0usize..4).prop_map(|(w, k)| Op::Leave(w, k)),
-        1 => w.prop_map(Op::Rejoin),
+        1 => w.clone().prop_map(Op::Rejoin),
+        1 => Just(Op::Add),
+        1 => w.prop_map(Op::Remove),
         1 => Just(Op::Collect),
     ]
 }

@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     let mut it = rest.chunks(2);
     while let Some(c) = it.next() {
         let (a, b) = (c[0], c.get(1).copied().unwrap_or(0));
-        let w = usize::from(b % 3);
+        let w = usize::from(b % 5);
         ops.push(match a % 8 {
             0 | 1 => Op::Distribute((0..(b % 6)).map(|i| a.wrapping_mul(31).wrapping_add(i * 7)).collect()),
             2 => Op::Recv(w, usize::from(b >> 2) % 6),
@@ -24,13 +24,12 @@ fuzz_target!(|data: &[u8]| {
             4 => Op::Drop(w),
             5 => Op::Resched(w, b >> 2),
             6 => Op::Leave(w, usize::from(b >> 2) % 4),
-            _ => {
-                if b & 0x80 == 0 {
-                    Op::Rejoin(w)
-                } else {
-                    Op::Collect
-                }
-            }
+            _ => match b & 0xc0 {
+                0x00 => Op::Rejoin(w),
+                0x40 => Op::Add,
+                0x80 => Op::Remove(w),
+                _ => Op::Collect,
+            },
         });
     }
     if let Err(e) = run(workers, credit, &ops) {

@@ -36,6 +36,10 @@ pub enum Op {
     Leave(usize, usize),
     /// A worker that left re-joins.
     Rejoin(usize),
+    /// A worker is added at run time (taking the lowest removed id, else a new one).
+    Add,
+    /// A worker that left is removed for good.
+    Remove(usize),
     Collect,
 }
 
@@ -57,6 +61,11 @@ struct Model {
     unread_done: Vec<usize>,
     /// Processed packets read by the distributor and not yet collected.
     waiting: usize,
+    /// Per worker id: removed for good (and not added again).
+    removed: Vec<bool>,
+    /// What the workers did, for the registry's totals: received, returned (done).
+    received: u64,
+    done: u64,
 }
 
 impl Model {
@@ -84,6 +93,9 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
         unread_resched: vec![VecDeque::new(); workers],
         unread_done: vec![0; workers],
         waiting: 0,
+        removed: vec![false; workers],
+        received: 0,
+        done: 0,
     };
     let mut pending: Vec<Pkt> = Vec::new();
     let mut next_id = 0u64;
@@ -137,10 +149,10 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                 }
             }
             Op::Recv(w, n) => {
-                let Some(wk) = ws[*w % workers].as_mut() else {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].as_mut() else {
                     continue;
                 };
-                let w = *w % workers;
                 let mut got = Vec::new();
                 wk.recv_burst(&mut got, *n).map_err(|e| e.to_string())?;
                 for p in got {
@@ -161,10 +173,11 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     )?;
                     q.pop_front();
                     m.held[w].push_back(p);
+                    m.received += 1;
                 }
             }
             Op::Done(w) | Op::Drop(w) | Op::Resched(w, _) => {
-                let w = *w % workers;
+                let w = *w % ws.len();
                 let Some(wk) = ws[w].as_mut() else { continue };
                 let Some(mut p) = m.held[w].pop_front() else {
                     let probe = Pkt {
@@ -182,6 +195,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                         wk.done(p).map_err(|e| e.to_string())?;
                         m.done_ids.insert(p.id);
                         m.unread_done[w] += 1;
+                        m.done += 1;
                     }
                     Op::Drop(_) => {
                         wk.drop_packet(p).map_err(|e| e.to_string())?;
@@ -196,7 +210,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                 }
             }
             Op::Leave(w, k) => {
-                let w = *w % workers;
+                let w = *w % ws.len();
                 let Some(wk) = ws[w].take() else { continue };
                 let held: Vec<Pkt> = m.held[w].drain(..).collect();
                 let k = (*k).min(held.len());
@@ -209,8 +223,15 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                 wk.leave(held[..k].to_vec()).map_err(|e| e.to_string())?;
             }
             Op::Rejoin(w) => {
-                let w = *w % workers;
+                let w = *w % ws.len();
                 m.read_returns(); // rejoin reads the return rings first
+                if m.removed[w] {
+                    check(
+                        matches!(d.rejoin(w), Err(JoinError::NoSuchWorker(x)) if x == w),
+                        "rejoin of a removed worker",
+                    )?;
+                    continue;
+                }
                 if ws[w].is_some() {
                     check(
                         matches!(d.rejoin(w), Err(JoinError::Active(x)) if x == w),
@@ -219,6 +240,45 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     continue;
                 }
                 ws[w] = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+            }
+            Op::Add => {
+                m.read_returns(); // add_worker reads the return rings first
+                let wk = d.add_worker().map_err(|e| e.to_string())?;
+                let id = wk.id();
+                match m.removed.iter().position(|&r| r) {
+                    Some(lowest) => {
+                        check(
+                            id == lowest,
+                            "add_worker did not reuse the lowest removed id",
+                        )?;
+                        m.removed[id] = false;
+                    }
+                    None => {
+                        check(id == ws.len(), "add_worker did not take the next id")?;
+                        ws.push(None);
+                        m.held.push(VecDeque::new());
+                        m.unread_resched.push(VecDeque::new());
+                        m.unread_done.push(0);
+                        m.removed.push(false);
+                    }
+                }
+                ws[id] = Some(wk);
+            }
+            Op::Remove(w) => {
+                let w = *w % ws.len();
+                m.read_returns(); // remove_worker reads the return rings first
+                let r = d.remove_worker(w);
+                if m.removed[w] {
+                    check(
+                        r == Err(JoinError::NoSuchWorker(w)),
+                        "removing a removed worker",
+                    )?;
+                } else if ws[w].is_some() {
+                    check(r == Err(JoinError::Active(w)), "removing an active worker")?;
+                } else {
+                    r.map_err(|e| e.to_string())?;
+                    m.removed[w] = true;
+                }
             }
             Op::Collect => {
                 // collect reads the return rings only when nothing read is waiting.
@@ -236,12 +296,34 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
             )?;
             check(m.returned.insert(p.id), "returned twice")?;
         }
+        let listed: Vec<usize> = d.registry().workers().iter().map(|i| i.id).collect();
+        let expect: Vec<usize> = (0..ws.len()).filter(|&i| !m.removed[i]).collect();
+        check(
+            listed == expect,
+            &format!("registry lists {listed:?}, expected {expect:?}"),
+        )?;
+        let totals = d.registry().totals();
+        check(
+            totals.get("received") == Some(m.received) && totals.get("returned") == Some(m.done),
+            &format!(
+                "registry totals {totals:?}, workers received {} and returned {}",
+                m.received, m.done
+            ),
+        )?;
     }
 
     // Drain: everyone joins, receives and finishes everything.
-    for (w, slot) in ws.iter_mut().enumerate() {
-        if slot.is_none() {
-            *slot = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+    for w in 0..ws.len() {
+        if m.removed[w] {
+            let wk = d.add_worker().map_err(|e| e.to_string())?;
+            check(
+                wk.id() == w,
+                "add_worker did not reuse the lowest removed id",
+            )?;
+            m.removed[w] = false;
+            ws[w] = Some(wk);
+        } else if ws[w].is_none() {
+            ws[w] = Some(d.rejoin(w).map_err(|e| e.to_string())?);
         }
     }
     for _round in 0..10_000 {
