@@ -313,7 +313,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
     }
 
     // Drain: everyone joins, receives and finishes everything.
-    for w in 0..ws.len() {
+    for (w, slot) in ws.iter_mut().enumerate() {
         if m.removed[w] {
             let wk = d.add_worker().map_err(|e| e.to_string())?;
             check(
@@ -321,9 +321,9 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                 "add_worker did not reuse the lowest removed id",
             )?;
             m.removed[w] = false;
-            ws[w] = Some(wk);
-        } else if ws[w].is_none() {
-            ws[w] = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+            *slot = Some(wk);
+        } else if slot.is_none() {
+            *slot = Some(d.rejoin(w).map_err(|e| e.to_string())?);
         }
     }
     for _round in 0..10_000 {
