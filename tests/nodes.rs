@@ -101,15 +101,26 @@ impl Busy {
 /// sees belongs to its node, recording the order), reschedules packets that ask for it.
 /// With migrations, flows change owners, so `nodes` is 0 (no owner check) and the worker
 /// records where each flow ran instead.
+/// With `life`, the worker leaves after that many bursts (handing the second half of its
+/// last burst back unprocessed) and sends its id on the channel.
 fn spawn_worker(
     node: usize,
     nodes: usize,
     mut w: Worker<Pkt>,
     busy: Arc<Busy>,
+    life: Option<(u64, std::sync::mpsc::Sender<usize>)>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut b = Vec::new();
+        let mut bursts = 0u64;
         while w.recv_burst_wait(&mut b, 16, WAIT).is_ok() {
+            bursts += 1;
+            let mut unprocessed = Vec::new();
+            if let Some((n, _)) = &life {
+                if bursts >= *n && !b.is_empty() {
+                    unprocessed = b.split_off(b.len() / 2);
+                }
+            }
             for mut p in b.drain(..) {
                 if nodes > 0 {
                     assert_eq!(
@@ -130,6 +141,14 @@ fn spawn_worker(
                     w.done(p).unwrap();
                 }
             }
+            if let Some((n, left)) = &life {
+                if bursts >= *n {
+                    let id = w.id();
+                    w.leave(unprocessed).unwrap();
+                    left.send(id).unwrap();
+                    return;
+                }
+            }
         }
     })
 }
@@ -137,19 +156,22 @@ fn spawn_worker(
 /// Runs `input[n]` into node `n` on its own thread, all nodes at once, then flushes;
 /// returns what each node collected; checks the processing order per flow and entry.
 fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> Vec<Vec<Pkt>> {
-    run_migrating(nodes_n, workers, bridge, input, 0).0
+    run_migrating(nodes_n, workers, bridge, input, 0, 0).0
 }
 
 /// `run`; with `migrate_every > 0`, each node also migrates a bucket of one of its flows
 /// to the next node every `migrate_every` rounds (when none of its migrations is in
-/// progress). Returns also the flows' nodes (a bit per node each ran at) and the
-/// handovers completed.
+/// progress). With `churn_every > 0`, every `churn_every` rounds each node also adds a
+/// worker at run time (up to 3 besides the first ones) that leaves after a few bursts,
+/// and removes for good the workers that left. Returns also the flows' nodes (a bit per
+/// node each ran at) and the handovers completed (with churn: workers added and removed).
 fn run_migrating(
     nodes_n: usize,
     workers: usize,
     bridge: usize,
     input: Vec<Vec<Pkt>>,
     migrate_every: u64,
+    churn_every: u64,
 ) -> (Vec<Vec<Pkt>>, Vec<u64>, u64) {
     let check_owner = if migrate_every > 0 { 0 } else { nodes_n };
     let cfg = NodesConfig {
@@ -165,11 +187,14 @@ fn run_migrating(
         .zip(input)
         .map(|((mut node, ws), input)| {
             let id = node.id();
-            let wts: Vec<_> = ws
+            let mut wts: Vec<_> = ws
                 .into_iter()
-                .map(|w| spawn_worker(id, check_owner, w, busy.clone()))
+                .map(|w| spawn_worker(id, check_owner, w, busy.clone(), None))
                 .collect();
+            let busy = busy.clone();
             std::thread::spawn(move || {
+                let (left_tx, left_rx) = std::sync::mpsc::channel();
+                let mut churned = 0u64;
                 let mut out = Vec::new();
                 let mut rest = input.into_iter().peekable();
                 let mut burst: Vec<Pkt> = Vec::new();
@@ -193,6 +218,30 @@ fn run_migrating(
                             None => break,
                         }
                     }
+                    if churn_every > 0 {
+                        while let Ok(w) = left_rx.try_recv() {
+                            // The leave is read by the next call at the latest.
+                            while node.remove_worker(w).is_err() {
+                                node.collect(&mut out);
+                                std::thread::yield_now();
+                            }
+                            churned += 1;
+                        }
+                        let extra = node.distributor().active_workers().saturating_sub(workers);
+                        if round % churn_every == 0 && extra < 3 {
+                            let w = node.add_worker().unwrap();
+                            let life = 3 + round / churn_every % 7;
+                            let t = spawn_worker(
+                                id,
+                                check_owner,
+                                w,
+                                busy.clone(),
+                                Some((life, left_tx.clone())),
+                            );
+                            wts.push(t);
+                            churned += 1;
+                        }
+                    }
                     if node.distribute(&mut burst).unwrap() == 0 {
                         // Nothing placed: let the workers (more threads than CPUs) run.
                         std::thread::yield_now();
@@ -201,7 +250,17 @@ fn run_migrating(
                 }
                 node.flush(&mut out, WAIT).unwrap();
                 assert_eq!(node.held(), 0);
-                let migrations = node.bridge_stats().migrations;
+                let reg = node.distributor().registry();
+                assert_eq!(
+                    reg.totals().get("returned"),
+                    Some(out.len() as u64),
+                    "node {id}: registry totals agree with what came back"
+                );
+                let migrations = if churn_every > 0 {
+                    churned
+                } else {
+                    node.bridge_stats().migrations
+                };
                 drop(node);
                 for t in wts {
                     t.join().unwrap();
@@ -303,7 +362,7 @@ fn migrating(
 ) -> Vec<u64> {
     let input = traffic(nodes_n, scale(per_node), resched);
     let every = if cfg!(miri) { 1 } else { every };
-    let (outs, ran, migrations) = run_migrating(nodes_n, workers, bridge, input.clone(), every);
+    let (outs, ran, migrations) = run_migrating(nodes_n, workers, bridge, input.clone(), every, 0);
     check_exactly_once(0, &input, &outs);
     assert!(cfg!(miri) || migrations > 0, "no handover completed");
     ran
@@ -326,6 +385,22 @@ fn flows_migrate_across_three_nodes_with_reschedules_and_tiny_bridges() {
     assert!(
         cfg!(miri) || ran.iter().any(|&r| r.count_ones() > 1),
         "{ran:?}"
+    );
+}
+
+/// Workers added at run time and removed for good under load, at both of 2 nodes, with
+/// reschedules crossing the bridges: per-flow order per entry, no flow at two workers at
+/// once, every flow at its owner, every packet back once, and each node's registry totals
+/// equal to what it collected.
+#[test]
+fn workers_added_and_removed_under_load_at_two_nodes() {
+    let input = traffic(2, scale(20_000), 9);
+    let churn = if cfg!(miri) { 1 } else { 25 };
+    let (outs, _, churned) = run_migrating(2, 1, 16, input.clone(), 0, churn);
+    check_exactly_once(2, &input, &outs);
+    assert!(
+        cfg!(miri) || churned >= 50,
+        "workers added and removed: {churned}"
     );
 }
 
