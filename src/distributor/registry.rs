@@ -181,3 +181,82 @@ impl fmt::Debug for WorkerRegistry {
             .finish()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A reader thread walking the registry while its writer publishes rosters that add,
+    /// count and remove workers: every read sees one whole roster (ids unique, totals
+    /// never going back), and replaced rosters are freed (crossbeam-epoch here; a lock
+    /// under Miri's Stacked Borrows run and loom).
+    #[test]
+    fn registry_readers_see_whole_rosters_while_the_writer_replaces_them() {
+        let rounds = if cfg!(miri) { 8 } else { 2_000 };
+        let first = Arc::new(CounterGroup::new(WORKER_STATS, 1));
+        let reg = WorkerRegistry::new(vec![Entry {
+            id: 0,
+            active: true,
+            stats: Arc::clone(&first),
+        }]);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (reg, stop) = (reg.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut last = 0;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let t = reg.totals()[0];
+                    assert!(t >= last, "totals went back: {last} -> {t}");
+                    last = t;
+                    let ids: Vec<usize> = reg.workers().iter().map(|w| w.id).collect();
+                    let mut sorted = ids.clone();
+                    sorted.dedup();
+                    assert_eq!(sorted, ids, "ids listed once, in order");
+                    std::thread::yield_now();
+                }
+                last
+            })
+        };
+        let mut removed = [0u64; 5];
+        let mut h0 = first.handle();
+        for r in 0..rounds {
+            // Worker 1 comes, counts, and is removed, its count folded into `removed`.
+            let g = Arc::new(CounterGroup::new(WORKER_STATS, 1));
+            let mut h = g.handle();
+            let both = |a: &Arc<CounterGroup<5>>, b: &Arc<CounterGroup<5>>| {
+                vec![
+                    Entry {
+                        id: 0,
+                        active: true,
+                        stats: Arc::clone(a),
+                    },
+                    Entry {
+                        id: 1,
+                        active: r % 2 == 0,
+                        stats: Arc::clone(b),
+                    },
+                ]
+            };
+            reg.publish(both(&first, &g), removed);
+            h.add(0, 3);
+            h0.add(0, 1);
+            let last = g.snapshot();
+            drop(h);
+            removed[0] += last[0];
+            reg.publish(
+                vec![Entry {
+                    id: 0,
+                    active: true,
+                    stats: Arc::clone(&first),
+                }],
+                removed,
+            );
+        }
+        assert_eq!(reg.version(), 2 * rounds);
+        assert_eq!(reg.totals()[0], 4 * rounds);
+        assert_eq!(reg.removed()[0], 3 * rounds);
+        assert_eq!(reg.active(), 1);
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        assert!(reader.join().unwrap() <= 4 * rounds);
+    }
+}
