@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flowline::distributor::nodes::{
-    self, bucket_of, owner_of, MigrateError, NodesConfig, NodesError, BUCKETS,
+    self, bucket_of, owner_of, BalancePolicy, MigrateError, NodesConfig, NodesError, BUCKETS,
 };
 use flowline::distributor::{FlushError, NoWorkers, Worker};
 
@@ -156,24 +156,42 @@ fn spawn_worker(
 /// Runs `input[n]` into node `n` on its own thread, all nodes at once, then flushes;
 /// returns what each node collected; checks the processing order per flow and entry.
 fn run(nodes_n: usize, workers: usize, bridge: usize, input: Vec<Vec<Pkt>>) -> Vec<Vec<Pkt>> {
-    run_migrating(nodes_n, workers, bridge, input, 0, 0).0
+    run_migrating(nodes_n, workers, bridge, input, Churn::default()).0
+}
+
+/// What else happens while traffic runs (see `run_migrating`).
+#[derive(Clone, Copy, Default)]
+struct Churn {
+    migrate_every: u64,
+    churn_every: u64,
+    balance: Option<BalancePolicy>,
 }
 
 /// `run`; with `migrate_every > 0`, each node also migrates a bucket of one of its flows
 /// to the next node every `migrate_every` rounds (when none of its migrations is in
 /// progress). With `churn_every > 0`, every `churn_every` rounds each node also adds a
 /// worker at run time (up to 3 besides the first ones) that leaves after a few bursts,
-/// and removes for good the workers that left. Returns also the flows' nodes (a bit per
-/// node each ran at) and the handovers completed (with churn: workers added and removed).
+/// and removes for good the workers that left. With `balance`, every node balances its load
+/// by that policy. Returns also the flows' nodes (a bit per node each ran at) and the
+/// handovers completed (with churn: workers added and removed; with balance: migrations
+/// the policy started).
 fn run_migrating(
     nodes_n: usize,
     workers: usize,
     bridge: usize,
     input: Vec<Vec<Pkt>>,
-    migrate_every: u64,
-    churn_every: u64,
+    churn: Churn,
 ) -> (Vec<Vec<Pkt>>, Vec<u64>, u64) {
-    let check_owner = if migrate_every > 0 { 0 } else { nodes_n };
+    let Churn {
+        migrate_every,
+        churn_every,
+        balance,
+    } = churn;
+    let check_owner = if migrate_every > 0 || balance.is_some() {
+        0
+    } else {
+        nodes_n
+    };
     let cfg = NodesConfig {
         nodes: nodes_n,
         workers_per_node: workers,
@@ -187,6 +205,7 @@ fn run_migrating(
         .zip(input)
         .map(|((mut node, ws), input)| {
             let id = node.id();
+            node.set_balance(balance).unwrap();
             let mut wts: Vec<_> = ws
                 .into_iter()
                 .map(|w| spawn_worker(id, check_owner, w, busy.clone(), None))
@@ -258,6 +277,8 @@ fn run_migrating(
                 );
                 let migrations = if churn_every > 0 {
                     churned
+                } else if balance.is_some() {
+                    node.bridge_stats().rebalances
                 } else {
                     node.bridge_stats().migrations
                 };
@@ -362,7 +383,11 @@ fn migrating(
 ) -> Vec<u64> {
     let input = traffic(nodes_n, scale(per_node), resched);
     let every = if cfg!(miri) { 1 } else { every };
-    let (outs, ran, migrations) = run_migrating(nodes_n, workers, bridge, input.clone(), every, 0);
+    let churn = Churn {
+        migrate_every: every,
+        ..Churn::default()
+    };
+    let (outs, ran, migrations) = run_migrating(nodes_n, workers, bridge, input.clone(), churn);
     check_exactly_once(0, &input, &outs);
     assert!(cfg!(miri) || migrations > 0, "no handover completed");
     ran
@@ -396,12 +421,56 @@ fn flows_migrate_across_three_nodes_with_reschedules_and_tiny_bridges() {
 fn workers_added_and_removed_under_load_at_two_nodes() {
     let input = traffic(2, scale(20_000), 9);
     let churn = if cfg!(miri) { 1 } else { 25 };
-    let (outs, _, churned) = run_migrating(2, 1, 16, input.clone(), 0, churn);
+    let churn = Churn {
+        churn_every: churn,
+        ..Churn::default()
+    };
+    let (outs, _, churned) = run_migrating(2, 1, 16, input.clone(), churn);
     check_exactly_once(2, &input, &outs);
     assert!(
         cfg!(miri) || churned >= 50,
         "workers added and removed: {churned}"
     );
+}
+
+/// All traffic is for flows node 0 owns (entering at both nodes): node 0's workers run out
+/// of credit while node 1's idle. With balancing on at both nodes, node 0 moves buckets to
+/// node 1 until it is no longer loaded: flows run at node 1 too, and order per flow and
+/// entry, exclusivity and exactly once hold across the handovers.
+#[test]
+fn an_overloaded_node_sheds_buckets_to_an_idle_one() {
+    let mut input = traffic(2, scale(30_000), 0);
+    for (entry, v) in input.iter_mut().enumerate() {
+        // Only flows of node 0; numbered within 0..FLOWS for the order check.
+        let mine: Vec<u64> = (0..FLOWS).filter(|&f| owner_of(f, 2) == 0).collect();
+        for (k, p) in v.iter_mut().enumerate() {
+            p.flow = mine[(k * 7 + entry * 3) % mine.len()];
+        }
+    }
+    let policy = BalancePolicy {
+        period: 8,
+        high: 500,
+        margin: 250,
+        patience: 2,
+    };
+    let churn = Churn {
+        balance: Some(policy),
+        ..Churn::default()
+    };
+    let (outs, ran, rebalances) = run_migrating(2, 1, 64, input.clone(), churn);
+    check_exactly_once(0, &input, &outs);
+    eprintln!(
+        "rebalances {rebalances}; flows that ran at node 1: {}; collected at 0 / 1: {} / {}",
+        ran.iter().filter(|&&r| r & 0b10 != 0).count(),
+        outs[0].len(),
+        outs[1].len()
+    );
+    if !cfg!(miri) {
+        assert!(rebalances >= 1, "no bucket moved");
+        let moved = ran.iter().filter(|&&r| r & 0b10 != 0).count();
+        assert!(moved >= 1, "no flow ran at node 1: {ran:?}");
+        assert!(!outs[1].is_empty(), "node 1 processed nothing");
+    }
 }
 
 /// A flow owned by node 0, its bucket, and one other flow of each owner.

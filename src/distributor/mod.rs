@@ -87,6 +87,7 @@
 //! }
 //! ```
 
+mod balance;
 mod flows;
 pub mod nodes;
 mod ownership;
@@ -725,6 +726,38 @@ where
         self.flows.iter().any(|(tag, f)| {
             ownership::bucket_of(tag) == bucket && self.lanes[f.worker].completed < f.last
         })
+    }
+
+    /// The share of the active workers' credit in use, in per-mille (`None` without an
+    /// active worker): the load signal of [`nodes`]' balancing.
+    pub(crate) fn fill_permille(&self) -> Option<u32> {
+        if self.active == 0 {
+            return None;
+        }
+        let cap = self.active as u64 * self.credit;
+        let used: u64 = self
+            .lanes
+            .iter()
+            .filter(|l| l.active)
+            .map(Lane::outstanding)
+            .sum();
+        Some((used.min(cap) * 1000 / cap) as u32)
+    }
+
+    /// Packets at the workers (sent, not handed back) per ownership bucket, as
+    /// `(bucket, packets)`: read from the tags the order check keeps for every position
+    /// in flight, so it costs nothing on the hot path (and O(packets in flight) here).
+    pub(crate) fn in_flight_by_bucket(&self) -> Vec<(usize, u64)> {
+        let mut by: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
+        for lane in self.lanes.iter().filter(|l| l.active) {
+            for pos in lane.completed..lane.sent {
+                let t = lane.tags[pos as usize & lane.tag_mask];
+                *by.entry(ownership::bucket_of(t)).or_default() += 1;
+            }
+        }
+        let mut v: Vec<(usize, u64)> = by.into_iter().collect();
+        v.sort_unstable();
+        v
     }
 
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.

@@ -97,6 +97,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::balance::{pick_bucket, Balancer};
+pub use super::balance::{BadPolicy, BalancePolicy};
 pub use super::ownership::{bucket_of, BUCKETS};
 use super::ownership::{default_owner, Ownership, SharedMap};
 use super::{
@@ -205,6 +207,10 @@ pub struct BridgeStats {
     /// Packets that waited at this node for the end of a handover into it (the packets a
     /// migration delayed).
     pub held: u64,
+    /// Migrations out of this node that its balance policy started
+    /// ([`NodeDistributor::set_balance`]); also counted in `migrations` once their
+    /// handover completed.
+    pub rebalances: u64,
 }
 
 /// A node's progress, on its own line: written by that node's thread only.
@@ -223,6 +229,11 @@ struct Progress {
     /// sends nothing more), stored at the start of a call, after every packet it sent by
     /// an older version is on its bridge.
     adopted: AtomicU64,
+    /// The node's last sampled fill plus one (per-mille of its workers' credit in use), 0
+    /// when unknown: it does not balance, has no active worker, or was dropped. Written
+    /// once per balance period at most (only when it changed); read by the other
+    /// balancing nodes once per period.
+    load: AtomicU64,
 }
 
 /// The layout-wide quiescence check behind [`NodeDistributor::flush`]: one [`Progress`]
@@ -277,6 +288,29 @@ impl Quiescence {
         // SeqCst (an Acquire would do): pairs with `adopt`, so the bridge pushes node
         // `node` made before are visible to a read of its bridge's tail after this.
         self.0[node].adopted.load(Ordering::SeqCst)
+    }
+
+    /// Node `node`'s sampled fill (`None`: unknown), stored only if it changed (only that
+    /// node's thread calls this for `node`).
+    pub(crate) fn set_load(&self, node: usize, fill: Option<u32>) {
+        let v = fill.map_or(0, |f| u64::from(f) + 1);
+        // Relaxed: a load hint, not a synchronising flag; readers act on it only through
+        // `migrate`, whose protocol does its own synchronisation. Assign-unless-equal
+        // keeps the line shared while the value holds.
+        crate::cell::AssignUnlessEqual::assign_unless_equal(
+            &self.0[node].load,
+            v,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Node `node`'s last sampled fill, if known.
+    pub(crate) fn load(&self, node: usize) -> Option<u32> {
+        // Relaxed: see `set_load`.
+        match self.0[node].load.load(Ordering::Relaxed) {
+            0 => None,
+            v => Some((v - 1) as u32),
+        }
     }
 
     /// Node `node`'s input has ended (`true`) or started again.
@@ -357,6 +391,8 @@ pub struct NodeDistributor<T, F> {
     released: u64,
     /// The migration out of this node in progress, if any.
     drain: Option<Drain>,
+    /// The balance policy's state, when balancing ([`NodeDistributor::set_balance`]).
+    balancer: Option<Balancer>,
 }
 
 /// A bucket migrating out of this node: what its handover still waits for.
@@ -515,6 +551,7 @@ where
                 adopted: 0,
                 released: 0,
                 drain: None,
+                balancer: None,
             },
             workers,
         ));
@@ -848,8 +885,88 @@ where
         self.publish();
         if r.is_ok() {
             self.drive_drain();
+            self.balance();
         }
         r.map(|()| placed)
+    }
+
+    /// Balancing, once per period of calls: samples this node's fill, publishes it, and
+    /// moves a bucket to a node with room if this one has been loaded long enough (see
+    /// [`BalancePolicy`]). One migration at a time: nothing while one out of this node or
+    /// into it is in progress.
+    fn balance(&mut self) {
+        let Some(b) = self.balancer.as_mut() else {
+            return;
+        };
+        if !b.tick() {
+            return;
+        }
+        let fill = self.dist.fill_permille();
+        self.progress.set_load(self.id, fill);
+        let Some(own) = fill else { return };
+        if self.drain.is_some() || self.holding {
+            return;
+        }
+        let (id, progress) = (self.id, &self.progress);
+        let others = (0..self.nodes)
+            .filter(|&o| o != id)
+            .filter_map(|o| progress.load(o).map(|f| (o, f)));
+        let Some((to, gap)) = b.decide(own, others) else {
+            return;
+        };
+        // Half the gap, in packets at this node's workers: the bucket to move should
+        // weigh no more, or the overload just moves.
+        let capacity = self.dist.active_workers() as u64 * self.dist.credit;
+        let budget = capacity * u64::from(gap) / 2000;
+        let own_map = self.ownership();
+        let loads: Vec<(usize, u64)> = self
+            .dist
+            .in_flight_by_bucket()
+            .into_iter()
+            .filter(|&(bucket, _)| own_map.owns_bucket(bucket))
+            .collect();
+        if let Some(bucket) = pick_bucket(&loads, budget.max(1)) {
+            if self.migrate(bucket, to).is_ok() {
+                self.stats.rebalances += 1;
+            }
+        }
+    }
+
+    /// Turns load balancing on with `policy` (or off with `None`): this node then samples
+    /// how full its workers are every `policy.period` calls of
+    /// [`distribute`](Self::distribute), and when it has stayed loaded while another
+    /// balancing node had room, migrates one bucket of its flows there
+    /// ([`migrate`](Self::migrate), with its handover's order and exactly-once
+    /// guarantees), the bucket whose packets at its workers weigh closest to half the
+    /// difference. Only nodes that balance publish their load, so turn it on at every
+    /// node. Costs: nothing per packet; per period, one scan of the workers' counts and
+    /// one store and one load per other node of a line each; per decision, one pass over
+    /// the packets at the workers. A node with a single hot flow (heavier than half the
+    /// gap) keeps it: moving it would move the overload.
+    ///
+    /// # Errors
+    ///
+    /// [`BadPolicy`] for a field out of range ([`BalancePolicy::check`]); nothing changes.
+    ///
+    /// ```
+    /// use flowline::distributor::nodes::{self, BalancePolicy, NodesConfig};
+    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
+    /// for (node, _) in layout.iter_mut() {
+    ///     node.set_balance(Some(BalancePolicy::default())).unwrap();
+    /// }
+    /// let bad = BalancePolicy { patience: 0, ..Default::default() };
+    /// assert!(layout[0].0.set_balance(Some(bad)).is_err());
+    /// ```
+    pub fn set_balance(&mut self, policy: Option<BalancePolicy>) -> Result<(), BadPolicy> {
+        if let Some(p) = &policy {
+            p.check()?;
+        }
+        self.balancer = policy.map(Balancer::new);
+        if self.balancer.is_none() {
+            self.progress.set_load(self.id, None);
+        }
+        Ok(())
     }
 
     /// Moves the packets this node's workers handed back as processed onto `out`; returns
@@ -1376,6 +1493,7 @@ impl<T, F> Drop for NodeDistributor<T, F> {
             self.map.finish(self.id, |_| true);
         }
         self.progress.adopt(self.id, u64::MAX);
+        self.progress.set_load(self.id, None);
         for rx in self.inb.iter_mut().flatten() {
             gone += rx.pop_burst_with(usize::MAX, drop);
         }

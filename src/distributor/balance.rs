@@ -1,0 +1,250 @@
+//! Load balancing between the nodes of a multi-node layout: when a node counts as
+//! overloaded, and which bucket of flows it moves to which node.
+//!
+//! The load signal is the node's **fill**: the share of its workers' credit in use (packets
+//! sent to its workers and not handed back, over active workers x credit), in per-mille.
+//! A node whose workers keep up has a fill near 0; one whose workers fall behind runs out
+//! of credit and its fill stays near 1000, with packets waiting at its caller. Each node
+//! samples its fill every `period` calls and publishes it on its own progress line (a
+//! store only when it changed), and reads the others' then: one line transfer per node
+//! per period, nothing per packet or per burst.
+//!
+//! A node whose fill stayed at or above `high` for `patience` samples in a row, while
+//! another node's was at least `margin` lower, moves one bucket to the least filled such
+//! node: the bucket whose packets at its workers come closest to half the gap without
+//! exceeding it (moving more would just move the overload). The packets at its workers
+//! say how much each bucket weighs: the distributor keeps the tag of every packet in
+//! flight for its order check, so counting them costs nothing on the hot path. After a
+//! migration (and its handover) the count of loaded samples starts again.
+
+use core::fmt;
+
+/// When a node counts as overloaded, and how eagerly it sheds flows
+/// ([`NodeDistributor::set_balance`](super::nodes::NodeDistributor::set_balance)).
+///
+/// ```
+/// use flowline::distributor::nodes::BalancePolicy;
+/// let p = BalancePolicy::default();
+/// assert_eq!((p.period, p.high, p.margin, p.patience), (64, 750, 250, 4));
+/// assert!(p.check().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BalancePolicy {
+    /// Calls of `distribute` between two load samples, at least 1.
+    pub period: u32,
+    /// Fill (per-mille of the node's worker credit in use) at and above which a node is
+    /// loaded, 1 to 1000.
+    pub high: u32,
+    /// How much lower (per-mille) another node's fill must be to take a bucket, 1 to 1000.
+    pub margin: u32,
+    /// Loaded samples in a row before a node moves a bucket, at least 1.
+    pub patience: u32,
+}
+
+impl Default for BalancePolicy {
+    /// A sample every 64 calls; loaded at 75% of the credit in use, for 4 samples in a
+    /// row, while another node is 25 points lower.
+    fn default() -> Self {
+        BalancePolicy {
+            period: 64,
+            high: 750,
+            margin: 250,
+            patience: 4,
+        }
+    }
+}
+
+/// A [`BalancePolicy`] field out of range; the message names it and its range.
+///
+/// ```
+/// use flowline::distributor::nodes::BalancePolicy;
+/// let e = BalancePolicy { period: 0, ..Default::default() }.check().unwrap_err();
+/// assert!(e.to_string().contains("period"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadPolicy(&'static str);
+
+impl fmt::Display for BadPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad balance policy: {}", self.0)
+    }
+}
+
+impl std::error::Error for BadPolicy {}
+
+impl BalancePolicy {
+    /// Checks the fields' ranges.
+    ///
+    /// # Errors
+    ///
+    /// [`BadPolicy`] naming the first field out of range.
+    ///
+    /// ```
+    /// use flowline::distributor::nodes::BalancePolicy;
+    /// assert!(BalancePolicy { high: 1001, ..Default::default() }.check().is_err());
+    /// ```
+    pub fn check(&self) -> Result<(), BadPolicy> {
+        if self.period == 0 {
+            return Err(BadPolicy("period must be at least 1 call"));
+        }
+        if !(1..=1000).contains(&self.high) {
+            return Err(BadPolicy("high must be 1 to 1000 per-mille"));
+        }
+        if !(1..=1000).contains(&self.margin) {
+            return Err(BadPolicy("margin must be 1 to 1000 per-mille"));
+        }
+        if self.patience == 0 {
+            return Err(BadPolicy("patience must be at least 1 sample"));
+        }
+        Ok(())
+    }
+}
+
+/// A node's balancing state: the policy, the calls since the last sample and the loaded
+/// samples in a row.
+#[derive(Debug)]
+pub(crate) struct Balancer {
+    policy: BalancePolicy,
+    calls: u32,
+    loaded_for: u32,
+}
+
+impl Balancer {
+    pub(crate) fn new(policy: BalancePolicy) -> Self {
+        Balancer {
+            policy,
+            calls: 0,
+            loaded_for: 0,
+        }
+    }
+
+    /// One call of `distribute`; whether a sample is due.
+    #[inline]
+    pub(crate) fn tick(&mut self) -> bool {
+        self.calls += 1;
+        if self.calls < self.policy.period {
+            return false;
+        }
+        self.calls = 0;
+        true
+    }
+
+    /// A sample: this node's fill `own`, and `(node, fill)` of the others that have
+    /// workers. The node to shed load to and the gap (per-mille) when this node has been
+    /// loaded for `patience` samples; the count then starts again.
+    pub(crate) fn decide(
+        &mut self,
+        own: u32,
+        others: impl Iterator<Item = (usize, u32)>,
+    ) -> Option<(usize, u32)> {
+        let p = self.policy;
+        let target = others
+            .filter(|&(_, f)| f.saturating_add(p.margin) <= own)
+            .min_by_key(|&(n, f)| (f, n));
+        match target {
+            Some((to, f)) if own >= p.high => {
+                self.loaded_for += 1;
+                if self.loaded_for >= p.patience {
+                    self.loaded_for = 0;
+                    Some((to, own - f))
+                } else {
+                    None
+                }
+            }
+            _ => {
+                self.loaded_for = 0;
+                None
+            }
+        }
+    }
+}
+
+/// The bucket to move: of `(bucket, packets at the workers)`, the heaviest one with at
+/// most `budget` packets (lowest bucket number among equals); `None` if every bucket is
+/// heavier (moving it would move the overload) or none has packets.
+pub(crate) fn pick_bucket(loads: &[(usize, u64)], budget: u64) -> Option<usize> {
+    loads
+        .iter()
+        .filter(|&&(_, n)| n > 0 && n <= budget)
+        .max_by_key(|&&(b, n)| (n, core::cmp::Reverse(b)))
+        .map(|&(b, _)| b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> BalancePolicy {
+        BalancePolicy {
+            period: 2,
+            high: 700,
+            margin: 300,
+            patience: 3,
+        }
+    }
+
+    #[test]
+    fn a_sample_every_period_calls() {
+        let mut b = Balancer::new(policy());
+        let due: Vec<bool> = (0..6).map(|_| b.tick()).collect();
+        assert_eq!(due, [false, true, false, true, false, true]);
+    }
+
+    #[test]
+    fn moves_only_after_patience_loaded_samples_with_a_lighter_node() {
+        let mut b = Balancer::new(policy());
+        // Loaded, node 1 light enough: the third sample in a row decides.
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), Some((1, 800)));
+        // And the count starts again.
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        // A sample below `high` resets it.
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        assert_eq!(b.decide(600, [(1, 100)].into_iter()), None);
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        assert_eq!(b.decide(900, [(1, 100)].into_iter()), Some((1, 800)));
+        // No node `margin` lower: never, and it resets.
+        let mut b = Balancer::new(policy());
+        for _ in 0..10 {
+            assert_eq!(b.decide(900, [(1, 601), (2, 950)].into_iter()), None);
+        }
+        assert_eq!(b.decide(1000, [(1, 601)].into_iter()), None);
+        // The least filled node wins; equal fills go to the lower node.
+        let mut b = Balancer::new(policy());
+        let others = || [(2, 100), (1, 100), (3, 50)].into_iter();
+        b.decide(1000, others());
+        b.decide(1000, others());
+        assert_eq!(b.decide(1000, others()), Some((3, 950)));
+        let mut b = Balancer::new(policy());
+        let others = || [(2, 100), (1, 100)].into_iter();
+        b.decide(1000, others());
+        b.decide(1000, others());
+        assert_eq!(b.decide(1000, others()), Some((1, 900)));
+    }
+
+    #[test]
+    fn picks_the_heaviest_bucket_within_the_budget() {
+        let loads = [(7, 5), (3, 12), (9, 12), (4, 30), (1, 0)];
+        assert_eq!(pick_bucket(&loads, 20), Some(3));
+        assert_eq!(pick_bucket(&loads, 30), Some(4));
+        assert_eq!(pick_bucket(&loads, 11), Some(7));
+        assert_eq!(pick_bucket(&loads, 4), None, "every bucket is too heavy");
+        assert_eq!(pick_bucket(&[(1, 0)], 100), None, "no packets");
+    }
+
+    #[test]
+    fn bad_policies_name_their_field() {
+        let d = BalancePolicy::default();
+        for (p, field) in [
+            (BalancePolicy { period: 0, ..d }, "period"),
+            (BalancePolicy { high: 0, ..d }, "high"),
+            (BalancePolicy { high: 1001, ..d }, "high"),
+            (BalancePolicy { margin: 0, ..d }, "margin"),
+            (BalancePolicy { patience: 0, ..d }, "patience"),
+        ] {
+            assert!(p.check().unwrap_err().to_string().contains(field), "{p:?}");
+        }
+    }
+}
