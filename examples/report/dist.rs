@@ -20,6 +20,14 @@
 //!   against the same layout without migrations: Mpkts/s, the median handover time (from
 //!   `migrate` to `migrating()` false, in us), handovers per second, and packets held at
 //!   the new owner per handover (the packets a migration delayed).
+//! - `dist_2nodes_balance`: an overload: every flow belongs to node 0 at the start (packets
+//!   entering at both nodes), and each node's inline worker spends `SKEW_WORK` spin hints
+//!   per packet, so node 0 runs out of credit while node 1 idles. With balancing on at
+//!   both nodes (`NodeDistributor::set_balance`, default policy but a sample every 16
+//!   calls), against the same run without it: Mpkts/s, the time from the start until node
+//!   1 does at least 40% of the work over a window of 8192 packets (ms; inf if never), the
+//!   packets held at a new owner (the packets the migrations delayed) and the migrations
+//!   the policy started.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,7 +35,7 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
-use flowline::distributor::nodes::{self, NodesConfig};
+use flowline::distributor::nodes::{self, BalancePolicy, NodesConfig};
 use flowline::distributor::{self, Config};
 
 use crate::frames;
@@ -233,6 +241,119 @@ fn two_nodes(n: u64, burst: usize, migrate: bool) -> Vec<f64> {
     v
 }
 
+/// Spin hints of work per packet in `dist_2nodes_balance`'s inline workers.
+const SKEW_WORK: u32 = 32;
+
+/// `dist_2nodes_balance`: returns (Mpkts/s, ms until balanced, packets held at new owners,
+/// migrations started by the policy).
+fn two_nodes_skewed(n: u64, balance: bool) -> Vec<f64> {
+    const FLOWS: u64 = 256;
+    // Flows 0..FLOWS mapped onto tags node 0 owns at the start.
+    let tags: Arc<Vec<u64>> = Arc::new(
+        (0u64..)
+            .filter(|&t| nodes::owner_of(t, 2) == 0)
+            .take(FLOWS as usize)
+            .collect(),
+    );
+    let tag = move |p: &u64| tags[(*p % FLOWS) as usize];
+    let mut layout = nodes::new(
+        NodesConfig {
+            nodes: 2,
+            workers_per_node: 1,
+            credit: 256,
+            bridge: 1024,
+        },
+        tag,
+    )
+    .unwrap();
+    let policy = BalancePolicy {
+        period: 16,
+        ..BalancePolicy::default()
+    };
+    for (node, _) in layout.iter_mut() {
+        node.set_balance(balance.then_some(policy)).unwrap();
+    }
+    let (node1, mut ws1) = layout.pop().unwrap();
+    let (node0, mut ws0) = layout.pop().unwrap();
+    let (w0, w1) = (ws0.pop().unwrap(), ws1.pop().unwrap());
+    // Packets processed per node, published every 256 (a count, read for the balance
+    // check; Relaxed: progress counts only).
+    let done: Arc<[CachePadded<AtomicU64>; 2]> = Arc::new(Default::default());
+    let start = Instant::now();
+    let run = move |mut node: nodes::NodeDistributor<u64, _>,
+                    mut w: distributor::Worker<u64>,
+                    first: u64,
+                    done: Arc<[CachePadded<AtomicU64>; 2]>| {
+        let id = node.id();
+        let mut next = first;
+        let mut input: Vec<u64> = Vec::with_capacity(32);
+        let mut out: Vec<u64> = Vec::with_capacity(4096);
+        let mut b: Vec<u64> = Vec::with_capacity(64);
+        let (mut sum, mut mine, mut unpublished) = (0u64, 0u64, 0u64);
+        let mut window = (0u64, 0u64);
+        let mut balanced_at = f64::INFINITY;
+        let total = |d: &[CachePadded<AtomicU64>; 2]| {
+            (d[0].load(Ordering::Relaxed), d[1].load(Ordering::Relaxed))
+        };
+        while {
+            let (a, c) = total(&done);
+            a + c < n
+        } {
+            while input.len() < 32 && next < n {
+                input.push(next);
+                next += 2;
+            }
+            node.distribute(&mut input).unwrap();
+            // The node's worker, on the node's own thread: at most 64 packets per call,
+            // each costing SKEW_WORK spin hints.
+            let k = w.recv_burst(&mut b, 64).unwrap();
+            for _ in 0..k * SKEW_WORK as usize {
+                core::hint::spin_loop();
+            }
+            if k > 0 {
+                w.done_burst(&mut b).unwrap();
+            }
+            mine += k as u64;
+            unpublished += k as u64;
+            node.collect(&mut out);
+            for &p in &out {
+                sum = sum.wrapping_add(p);
+            }
+            out.clear();
+            if unpublished >= 256 || (next >= n && unpublished > 0) {
+                done[id].fetch_add(unpublished, Ordering::Relaxed);
+                unpublished = 0;
+            }
+            // Node 0 watches for the balance: node 1 doing 40% of a window of 8192.
+            if id == 0 && balanced_at.is_infinite() {
+                let (a, c) = total(&done);
+                if a + c - window.0 - window.1 >= 8192 {
+                    if (c - window.1) * 10 >= (a + c - window.0 - window.1) * 4 {
+                        balanced_at = start.elapsed().as_secs_f64() * 1e3;
+                    }
+                    window = (a, c);
+                }
+            }
+        }
+        let _ = mine;
+        (sum, node.bridge_stats(), balanced_at)
+    };
+    let d0 = Arc::clone(&done);
+    let ((sum0, b0, balanced_at), (sum1, b1, _)) = pair(
+        move || run(node0, w0, 0, d0),
+        move || run(node1, w1, 1, done),
+    );
+    let secs = start.elapsed().as_secs_f64();
+    // Every packet was collected once at one node or the other.
+    assert_eq!(sum0.wrapping_add(sum1), n * (n - 1) / 2, "checksum");
+    vec![
+        n as f64 / secs / 1e6,
+        balanced_at,
+        (b0.held + b1.held) as f64,
+        (b0.rebalances + b1.rebalances) as f64,
+    ]
+}
+
 pub fn run(r: &mut Report) {
     let n: u64 = if r.quick { 200_000 } else { 16 << 20 };
     let synthetic = move |p: u64| p % 1024;
@@ -307,6 +428,41 @@ pub fn run(r: &mut Report) {
         &migrating_metrics,
         impls,
         &[("flowline_migrating", "flowline_fixed")],
+    );
+    let skew_n: u64 = if r.quick { 200_000 } else { 1 << 20 };
+    let balance_metrics = [
+        METRICS[0],
+        Metric {
+            suffix: "_to_balance",
+            unit: "ms",
+            higher_is_better: false,
+        },
+        Metric {
+            suffix: "_held",
+            unit: "pkts_held",
+            higher_is_better: false,
+        },
+        Metric {
+            suffix: "_rebalances",
+            unit: "migrations",
+            higher_is_better: false,
+        },
+    ];
+    let impls: Vec<Impl> = vec![
+        (
+            "flowline_balancing",
+            Box::new(move || two_nodes_skewed(skew_n, true)),
+        ),
+        (
+            "flowline_unbalanced",
+            Box::new(move || two_nodes_skewed(skew_n, false)),
+        ),
+    ];
+    r.scenario(
+        "dist_2nodes_balance",
+        &balance_metrics,
+        impls,
+        &[("flowline_balancing", "flowline_unbalanced")],
     );
     if r.wants("dist_pcap") {
         let tags = capture_tags();

@@ -52,7 +52,7 @@ fn main() {
                 println!("           mpsc_r1024_burst1 mpsc_r1024_burst8 mpsc_r1024_burst32");
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
-                println!("           dist_1worker dist_pcap dist_2nodes dist_2nodes_migrating");
+                println!("           dist_1worker dist_pcap dist_2nodes dist_2nodes_migrating dist_2nodes_balance");
                 println!("           lock_uncontended lock_contended_2threads");
                 println!(
                     "           wait_spsc_burst1 wait_spsc_burst32 wait_wake_latency wait_idle_cpu"

@@ -14,8 +14,9 @@
 //! node: the bucket whose packets at its workers come closest to half the gap without
 //! exceeding it (moving more would just move the overload). The packets at its workers
 //! say how much each bucket weighs: the distributor keeps the tag of every packet in
-//! flight for its order check, so counting them costs nothing on the hot path. After a
-//! migration (and its handover) the count of loaded samples starts again.
+//! flight for its order check, so counting them costs nothing on the hot path. While the
+//! node stays loaded it moves one more bucket at each sample after the previous handover
+//! ended; one sample that finds it not loaded starts the count of loaded samples again.
 
 use core::fmt;
 
@@ -131,7 +132,8 @@ impl Balancer {
 
     /// A sample: this node's fill `own`, and `(node, fill)` of the others that have
     /// workers. The node to shed load to and the gap (per-mille) when this node has been
-    /// loaded for `patience` samples; the count then starts again.
+    /// loaded for `patience` samples in a row (and at every later sample while it stays
+    /// loaded: one bucket moves per handover until the load evens out).
     pub(crate) fn decide(
         &mut self,
         own: u32,
@@ -143,9 +145,10 @@ impl Balancer {
             .min_by_key(|&(n, f)| (f, n));
         match target {
             Some((to, f)) if own >= p.high => {
-                self.loaded_for += 1;
+                // Saturates at `patience`: once overloaded, every sample that still finds
+                // the node loaded decides (one bucket per handover), until one does not.
+                self.loaded_for = (self.loaded_for + 1).min(p.patience);
                 if self.loaded_for >= p.patience {
-                    self.loaded_for = 0;
                     Some((to, own - f))
                 } else {
                     None
@@ -197,10 +200,9 @@ mod tests {
         assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
         assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
         assert_eq!(b.decide(900, [(1, 100)].into_iter()), Some((1, 800)));
-        // And the count starts again.
-        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
-        // A sample below `high` resets it.
-        assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
+        // While it stays loaded, every sample decides.
+        assert_eq!(b.decide(800, [(1, 300)].into_iter()), Some((1, 500)));
+        // A sample below `high` resets the count.
         assert_eq!(b.decide(600, [(1, 100)].into_iter()), None);
         assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
         assert_eq!(b.decide(900, [(1, 100)].into_iter()), None);
