@@ -1098,3 +1098,81 @@ fn a_dropped_node_counts_what_it_held_so_the_others_can_flush() {
     drop(n0);
     n1.flush(&mut Vec::new(), Duration::from_secs(5)).unwrap();
 }
+
+/// A reschedule into a flow that has just migrated to this node must not overtake an
+/// older reschedule into the same flow that waits here for credit. Flow `f` (node 1) is
+/// rescheduled into `g` twice, from packets p1 then p2 that both entered at node 1; the
+/// first reschedule is held at node 1 while `g` migrates there from node 0, and released
+/// when every worker at node 1 is busy; the second is read after that. `g` must see the
+/// first one first.
+#[test]
+fn a_reschedule_does_not_overtake_an_older_one_released_by_a_handover() {
+    let f = (0..).find(|&t| owner_of(t, 2) == 1).unwrap();
+    let g = (0..)
+        .find(|&t| owner_of(t, 2) == 0 && bucket_of(t) != bucket_of(f))
+        .unwrap();
+    let z = (0..)
+        .find(|&t| owner_of(t, 2) == 1 && t != f && bucket_of(t) != bucket_of(g))
+        .unwrap();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 2,
+        credit: 1,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    let mut b = Vec::new();
+    // Node 0's worker holds a packet of g, so g's handover to node 1 stays pending.
+    n0.distribute(&mut vec![pkt(g, 0)]).unwrap();
+    w0[0].recv_burst(&mut b, 1).unwrap();
+    let y = b.pop().unwrap();
+    n0.migrate(bucket_of(g), 1).unwrap();
+    n1.distribute(&mut Vec::new()).unwrap();
+    n0.distribute(&mut Vec::new()).unwrap();
+    // p1 of f runs at node 1 and is rescheduled into g: node 1 holds it (g migrating in).
+    n1.distribute(&mut vec![pkt(f, 1)]).unwrap();
+    w1[0].recv_burst(&mut b, 1).unwrap();
+    let mut p1 = b.pop().expect("p1 at node 1's first worker");
+    p1.flow = g;
+    w1[0].reschedule(p1).unwrap();
+    // Both of node 1's workers get busy: one with a packet of z, one with p2 of f.
+    n1.distribute(&mut vec![pkt(z, 0), pkt(f, 2)]).unwrap();
+    w1[0].recv_burst(&mut b, 1).unwrap();
+    let zp = b.pop().expect("z at the first worker");
+    w1[1].recv_burst(&mut b, 1).unwrap();
+    let mut p2 = b.pop().expect("p2 at the second worker");
+    assert_eq!((zp.flow, p2.seq), (z, 2));
+    // The handover ends: p1's reschedule is released, but no worker has credit.
+    w0[0].done(y).unwrap();
+    for _ in 0..20 {
+        n0.distribute(&mut Vec::new()).unwrap();
+        n1.distribute(&mut Vec::new()).unwrap();
+        if !n0.migrating() && n1.held() == 0 {
+            break;
+        }
+    }
+    assert!(!n0.migrating(), "handover ended");
+    // p2 is rescheduled into g after that, and the first worker gets its credit back.
+    p2.flow = g;
+    w1[1].reschedule(p2).unwrap();
+    w1[0].done(zp).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        n1.distribute(&mut Vec::new()).unwrap();
+        for w in w1.iter_mut() {
+            w.recv_burst(&mut b, 8).unwrap();
+            for p in b.drain(..) {
+                if p.flow == g {
+                    seen.push(p.seq);
+                }
+                w.done(p).unwrap();
+            }
+        }
+        if seen.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(seen, [1, 2], "g's reschedules in the order they were made");
+}

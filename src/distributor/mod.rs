@@ -439,11 +439,24 @@ pub struct Distributor<T, F> {
     /// Packets to route before new input: rescheduled ones, and those a leaving worker
     /// handed back (at the front, oldest first).
     backlog: VecDeque<T>,
+    /// How many packets at the front of `backlog` a leaving worker handed back (the rest
+    /// are reschedules): those are older than anything of their flows not yet placed, so
+    /// they never wait behind `behind`.
+    backlog_old: usize,
     /// Processed packets waiting for `collect`.
     returned: Vec<T>,
     credit: u64,
     active: usize,
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
+    /// Multi-node layout only: tags of packets that reached the node before this call's
+    /// backlog was read and still wait to be placed (a bridge's packets waiting for
+    /// credit, packets a handover released). Backlog packets of these tags wait behind
+    /// them (invariant 4: a reschedule goes before what arrives later, not before what
+    /// arrived earlier); empty outside the layout, and whenever the backlog is empty.
+    behind: HashSet<u64, BuildHasherDefault<TagHasher>>,
+    /// Tags of backlog packets kept behind `behind` in this call: new input of these tags
+    /// waits too (it is newer than they are); older input does not.
+    held_back: HashSet<u64, BuildHasherDefault<TagHasher>>,
     scratch: Vec<T>,
     stats: GroupHandle<5>,
     stats_group: Arc<CounterGroup<5>>,
@@ -507,10 +520,13 @@ where
         lanes,
         flows: FlowTable::default(),
         backlog: VecDeque::new(),
+        backlog_old: 0,
         returned: Vec::new(),
         credit: config.credit as u64,
         active: config.workers,
         blocked: HashSet::default(),
+        behind: HashSet::default(),
+        held_back: HashSet::default(),
         scratch: Vec::new(),
         stats: stats_group.handle(),
         stats_group,
@@ -675,48 +691,78 @@ where
     /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
     /// backlog packets left behind are added to `blocked`.
     fn route_backlog(&mut self) {
+        // The packets left behind keep their order; the leavers' among them stay in front.
+        let mut kept_old = 0;
         for _ in 0..self.backlog.len() {
             // Tag it while it is still in the backlog: if `tag` panics, nothing is lost.
             let t = (self.tag)(self.backlog.front().expect("counted"));
             let p = self.backlog.pop_front().expect("counted");
+            let old = self.backlog_old > 0;
+            if old {
+                // Counted down as they leave the front, so a panic leaves it right for the
+                // packets still there.
+                self.backlog_old -= 1;
+            }
             if self.ownership.as_ref().is_some_and(|o| !o.routes_here(t)) {
                 // A reschedule to a tag another node owns: that node routes it.
                 self.exported.push(p);
                 continue;
             }
-            if !self.blocked.is_empty() && self.blocked.contains(&t) {
+            let keep = if !self.blocked.is_empty() && self.blocked.contains(&t) {
+                Some(p)
+            } else if !old && !self.behind.is_empty() && self.behind.contains(&t) {
+                // A reschedule, and older packets of its flow wait at the node (a leaver's
+                // packets are older than those: they go first).
+                self.held_back.insert(t);
+                Some(p)
+            } else {
+                match self.route(p, t) {
+                    Ok(()) => None,
+                    Err(p) => {
+                        self.blocked.insert(t);
+                        Some(p)
+                    }
+                }
+            };
+            if let Some(p) = keep {
                 self.backlog.push_back(p);
-                continue;
-            }
-            if let Err(p) = self.route(p, t) {
-                self.blocked.insert(t);
-                self.backlog.push_back(p);
+                kept_old += usize::from(old);
             }
         }
+        self.backlog_old = kept_old;
     }
 
     /// Reads the workers' return rings and routes the backlog now, so that a reschedule
     /// read here goes out before input the caller splits up next (the multi-node layout
     /// sends reschedules to other nodes' tags over a bridge, ahead of later input).
-    pub(crate) fn route_returns(&mut self) {
+    /// `older`: packets that reached the node earlier and wait to be placed (see
+    /// `behind`).
+    pub(crate) fn route_returns(&mut self, older: &[Vec<T>]) {
         self.poll_returns();
         if self.active > 0 {
             self.blocked.clear();
+            self.held_back.clear();
+            self.set_behind(None, [older, &[]]);
             self.route_backlog();
             self.push_staged();
         } else if let Some(o) = &self.ownership {
             // No worker to route to, but reschedules to other nodes' tags still go there
             // first (the rest of the backlog goes back with `NoWorkers`).
+            let mut kept_old = 0;
             for _ in 0..self.backlog.len() {
                 // Tagged in place: if `tag` panics, nothing is lost.
                 let t = (self.tag)(self.backlog.front().expect("counted"));
                 let p = self.backlog.pop_front().expect("counted");
+                let old = self.backlog_old > 0;
+                self.backlog_old -= usize::from(old);
                 if o.routes_here(t) {
                     self.backlog.push_back(p);
+                    kept_old += usize::from(old);
                 } else {
                     self.exported.push(p);
                 }
             }
+            self.backlog_old = kept_old;
         }
     }
 
@@ -892,6 +938,7 @@ where
         lane.active = false;
         lane.parked = Some(parked);
         self.active -= 1;
+        self.backlog_old += unprocessed.len();
         for p in unprocessed.into_iter().rev() {
             self.backlog.push_front(p);
         }
@@ -946,14 +993,51 @@ where
     /// assert_eq!(burst, [7, 8]);
     /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
+        self.distribute_behind(pkts, false, [&[], &[]])
+    }
+
+    /// Collects the tags of the packets waiting at the node (`pkts` too if `pkts_older`)
+    /// into `behind`, if the backlog has anything to keep behind them. If `tag` panics,
+    /// `behind` is partial: a backlog packet may then go before one of them (the next
+    /// call collects them all again).
+    fn set_behind(&mut self, pkts: Option<&[T]>, older: [&[Vec<T>]; 2]) {
+        self.behind.clear();
+        if self.backlog.is_empty() {
+            return;
+        }
+        let Self { behind, tag, .. } = self;
+        for p in pkts.into_iter().flatten() {
+            behind.insert(tag(p));
+        }
+        for p in older.iter().flat_map(|s| s.iter()).flatten() {
+            behind.insert(tag(p));
+        }
+    }
+
+    /// `distribute` for the multi-node layout: backlog packets of a tag that also has
+    /// packets in `older` (and in `pkts` if `pkts_older`: packets that reached the node
+    /// before the backlog was read) wait behind them; new input of those tags waits too.
+    pub(crate) fn distribute_behind(
+        &mut self,
+        pkts: &mut Vec<T>,
+        pkts_older: bool,
+        older: [&[Vec<T>]; 2],
+    ) -> Result<usize, NoWorkers> {
         self.poll_returns();
         if self.active == 0 {
             let mut all: Vec<T> = self.backlog.drain(..).collect();
+            self.backlog_old = 0;
             all.append(pkts);
             *pkts = all;
             return Err(NoWorkers);
         }
         self.blocked.clear();
+        self.held_back.clear();
+        if pkts_older || !older[0].is_empty() || !older[1].is_empty() {
+            self.set_behind(pkts_older.then_some(&pkts[..]), older);
+        } else if !self.behind.is_empty() {
+            self.behind.clear();
+        }
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
@@ -996,7 +1080,9 @@ where
                 // SAFETY: as above; `next` moves past it, so it is moved out exactly once.
                 let p = unsafe { ptr::read(g.base.add(g.next)) };
                 g.next += 1;
-                if !self.blocked.is_empty() && self.blocked.contains(&t) {
+                if (!self.blocked.is_empty() && self.blocked.contains(&t))
+                    || (!pkts_older && !self.held_back.is_empty() && self.held_back.contains(&t))
+                {
                     g.pkts.push(p);
                     continue;
                 }

@@ -778,7 +778,7 @@ where
         // The workers' hand-backs first: a reschedule read now (or by `collect` before)
         // goes out ahead of this call's input, to whichever node owns its new tag. `tag`
         // may panic in here: nothing has been taken from `pkts` yet.
-        self.dist.route_returns();
+        self.dist.route_returns(&self.inbound);
         self.export_reschedules();
         // Reschedules waiting for room go first; a destination still blocked by them takes
         // no new input this call (its flows' order). Those for a node that was dropped go
@@ -852,7 +852,11 @@ where
                 return Ok(());
             }
             let before = self.sorted[self.id].len();
-            match self.dist.distribute(&mut self.sorted[self.id]) {
+            match self.dist.distribute_behind(
+                &mut self.sorted[self.id],
+                false,
+                [&self.inbound, &[]],
+            ) {
                 Ok(n) => {
                     placed += n;
                     Ok(())
@@ -1242,7 +1246,12 @@ where
             if !self.inbound[s].is_empty() {
                 // In place: if `tag` panics, what was not taken stays here. On `NoWorkers`
                 // the backlog comes back in front of it; the caller hands it all back.
-                self.dist.distribute(&mut self.inbound[s])?;
+                // These packets, and those waiting from the other sources, reached the
+                // node before the reschedules now in the backlog were read: those of the
+                // same flows go after them.
+                let (before, rest) = self.inbound.split_at_mut(s);
+                let (cur, after) = rest.split_first_mut().expect("s < nodes");
+                self.dist.distribute_behind(cur, true, [before, after])?;
             }
         }
         Ok(())
