@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example pipeline -- [--seconds 10] [--flows 1024] [--zipf 1.0]
 //!     [--workers N] [--resched 0.01] [--drop 0.001] [--work 40] [--burst 32] [--credit 256]
-//!     [--nodes N] [--migrate-every MS]
+//!     [--nodes N] [--migrate-every MS] [--balance CALLS]
 //! ```
 //!
 //! A generator makes packets of many flows (Zipf-skewed), the distributor (this thread,
@@ -23,7 +23,10 @@
 //! the summary checks order per (flow, entry node) and exactly once over all nodes. With
 //! `--migrate-every MS`, each node moves the bucket of a flow it owns (one it generated
 //! last) to the next node every MS milliseconds, when its previous migration is over, and
-//! the lines show the handovers completed.
+//! the lines show the handovers completed. With `--balance CALLS`, every node balances its
+//! load (`NodeDistributor::set_balance`, the default policy with a sample every CALLS
+//! calls): a node whose workers stay out of credit while another's have room moves
+//! buckets of its flows there; the lines show the migrations the policy started.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -56,6 +59,7 @@ struct Opts {
     credit: usize,
     nodes: usize,
     migrate_ms: u64,
+    balance: u32,
 }
 
 const HELP: &str = "\
@@ -74,6 +78,8 @@ options:
   --nodes N     run N node distributors bridged by rings, --workers each (default 1)
   --migrate-every MS  with --nodes: each node migrates a flow bucket to the next node
                 every MS milliseconds (default 0: never)
+  --balance CALLS  with --nodes: balance load between nodes, sampling every CALLS
+                calls (default 0: off)
   -h, --help    this text";
 
 fn parse() -> Result<Opts, String> {
@@ -89,6 +95,7 @@ fn parse() -> Result<Opts, String> {
         credit: 256,
         nodes: 1,
         migrate_ms: 0,
+        balance: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -112,6 +119,7 @@ fn parse() -> Result<Opts, String> {
             "--credit" => o.credit = v.parse().map_err(|e| bad(&e))?,
             "--nodes" => o.nodes = v.parse().map_err(|e| bad(&e))?,
             "--migrate-every" => o.migrate_ms = v.parse().map_err(|e| bad(&e))?,
+            "--balance" => o.balance = v.parse().map_err(|e| bad(&e))?,
             _ => return Err(format!("unknown option {a}; see --help")),
         }
     }
@@ -420,12 +428,17 @@ fn run_nodes(o: &Opts) -> ExitCode {
     let cdf = std::sync::Arc::new(zipf_cdf(flows, o.zipf));
     let run_for = Duration::from_secs_f64(o.seconds);
     let (burst_n, work, migrate_ms) = (o.burst, o.work, o.migrate_ms);
+    let policy = (o.balance > 0).then(|| nodes::BalancePolicy {
+        period: o.balance,
+        ..nodes::BalancePolicy::default()
+    });
     let threads: Vec<_> = layout
         .into_iter()
         .map(|(mut node, workers)| {
             let id = node.id();
             let cpus = cpus_of[id].clone();
             let cdf = cdf.clone();
+            node.set_balance(policy).expect("a positive period is a valid policy");
             std::thread::spawn(move || {
                 let _ = topology::pin_current_thread(cpus[0]);
                 // One worker's turn: process what it received, hand everything back.
@@ -548,7 +561,7 @@ fn run_nodes(o: &Opts) -> ExitCode {
                         let secs = (now - last_tick).as_secs_f64();
                         let b = node.bridge_stats();
                         println!(
-                            "{:5.1}s  node {id}: in {:6.2} Mpps, processed here {:6.2} Mpps, bridged out {:6.2} Mpps ({:.1} pkts/publication), in {:6.2} Mpps, migrations {}",
+                            "{:5.1}s  node {id}: in {:6.2} Mpps, processed here {:6.2} Mpps, bridged out {:6.2} Mpps ({:.1} pkts/publication), in {:6.2} Mpps, migrations {} ({} by the balance policy)",
                             (now - start).as_secs_f64(),
                             (rep.sent - last.0) as f64 / secs / 1e6,
                             (rep.returned - last.1) as f64 / secs / 1e6,
@@ -556,6 +569,7 @@ fn run_nodes(o: &Opts) -> ExitCode {
                             (b.sent - last.2.sent) as f64 / (b.bursts - last.2.bursts).max(1) as f64,
                             (b.received - last.2.received) as f64 / secs / 1e6,
                             b.migrations,
+                            b.rebalances,
                         );
                         last_tick = now;
                         last = (rep.sent, rep.returned, b);
