@@ -934,6 +934,7 @@ fn add_and_remove_workers_errors_ids_and_counters() {
     d.distribute(&mut vec![p(0), p(1), p(2)]).unwrap();
     let w_of_5 = 0;
     let mut w = ws.remove(0);
+    w.set_wait_strategy(flowline::wait::WaitStrategy::Spin);
     let mut b = Vec::new();
     w.recv_burst(&mut b, 2).unwrap();
     assert_eq!(b.len(), 2);
@@ -956,9 +957,19 @@ fn add_and_remove_workers_errors_ids_and_counters() {
     d.distribute(&mut Vec::new()).unwrap();
     let got: Vec<u64> = recv_all(&mut other).iter().map(|p| p.id).collect();
     assert_eq!(got, [1, 2]);
+    assert_eq!(
+        d.worker_completed(w_of_5),
+        None,
+        "a removed worker is unknown"
+    );
     // A new worker reuses the removed id, with fresh counters.
     let mut fresh = d.add_worker().unwrap();
     assert_eq!(fresh.id(), w_of_5);
+    assert_eq!(
+        d.worker_completed(w_of_5),
+        Some(0),
+        "completions count from its adding"
+    );
     let info = reg.workers().into_iter().find(|i| i.id == w_of_5).unwrap();
     assert!(info.active);
     assert_eq!(info.stats.get("received"), Some(0));

@@ -370,6 +370,9 @@ struct Lane<T> {
     /// Removed for good ([`Distributor::remove_worker`]): not listed, cannot re-join; a
     /// later [`Distributor::add_worker`] may reuse the lane (and its id).
     removed: bool,
+    /// `completed` when the lane's current worker was added (0, or the count when
+    /// `add_worker` reused the lane of a removed worker).
+    completed_base: u64,
 }
 
 impl<T> Lane<T> {
@@ -462,6 +465,8 @@ pub struct Distributor<T, F> {
     stats_group: Arc<CounterGroup<5>>,
     /// What stats and control threads read: the workers and their counters.
     registry: WorkerRegistry,
+    /// The final counters of the removed workers, summed (published with every roster).
+    removed_totals: [u64; 5],
     /// Whether hand-backs are checked against the tag sent at their position.
     check_order: bool,
     /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
@@ -531,6 +536,7 @@ where
         stats: stats_group.handle(),
         stats_group,
         registry,
+        removed_totals: [0; 5],
         check_order: true,
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
@@ -595,6 +601,7 @@ fn make_lane<T>(
         control,
         stats,
         removed: false,
+        completed_base: 0,
     };
     Ok((lane, worker))
 }
@@ -949,7 +956,7 @@ where
     /// left, re-joined or was removed).
     fn publish_roster(&self) {
         self.registry
-            .publish(roster_of(&self.lanes), self.registry.removed());
+            .publish(roster_of(&self.lanes), self.removed_totals);
     }
 
     /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
@@ -1310,7 +1317,7 @@ where
     }
 
     /// Adds a worker at run time, beyond those made by [`new`]: a handle with fresh
-    /// counters and the configured credit. Its id is the lowest id of a removed worker
+    /// counters, the default wait strategy and the configured credit. Its id is the lowest id of a removed worker
     /// ([`remove_worker`](Self::remove_worker)), whose rings it reuses, or else the next
     /// unused one. The new worker takes flows from the next [`distribute`](Self::distribute)
     /// on (a flow with nothing in flight may move to it; flows with packets in flight stay
@@ -1320,7 +1327,8 @@ where
     ///
     /// [`ConfigError::TooManyWorkers`] if [`MAX_WORKERS`] workers exist (active or away;
     /// remove one that left first), [`ConfigError::AllocFailed`] if its rings cannot be
-    /// allocated. Nothing changes then.
+    /// allocated. It has read the return rings then (as every call does), and changed
+    /// nothing else.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -1337,10 +1345,16 @@ where
                 .take()
                 .expect("a removed worker's ring ends stay with its lane");
             let mut parked = parked;
-            // Fresh counters: the removed worker's were folded into the registry's totals.
+            // Fresh counters (the removed worker's were folded into the registry's
+            // totals), the default wait strategy, completions counted from here.
             let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
             parked.stats = stats.handle();
-            self.lanes[id].stats = stats;
+            parked
+                .rx
+                .set_wait_strategy(crate::wait::WaitStrategy::default());
+            let lane = &mut self.lanes[id];
+            lane.stats = stats;
+            lane.completed_base = lane.completed;
             return Ok(self.activate(id, parked));
         }
         if self.lanes.len() >= MAX_WORKERS {
@@ -1381,15 +1395,14 @@ where
         // The worker's handle is gone and its counter handle is in `parked`, owned here:
         // these values are final.
         let last = lane.stats.snapshot();
-        let mut removed = self.registry.removed();
-        for (r, v) in removed.iter_mut().zip(last.values()) {
+        for (r, v) in self.removed_totals.iter_mut().zip(last.values()) {
             *r = r.wrapping_add(*v);
         }
         lane.parked = Some(parked);
         lane.removed = true;
-        // One roster: the worker leaves the list and its counters join `removed` together,
-        // so a reader's totals never drop.
-        self.registry.publish(roster_of(&self.lanes), removed);
+        // One roster: the worker leaves the list and its counters join the removed totals
+        // together, so a reader's totals never drop.
+        self.publish_roster();
         Ok(())
     }
 
@@ -1449,7 +1462,8 @@ where
         self.active
     }
 
-    /// Packets worker `id` has completed since creation (`None` for an unknown id).
+    /// Packets worker `id` has completed since it was created or added (`None` for an
+    /// unknown or removed id).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -1458,7 +1472,10 @@ where
     /// assert_eq!(d.worker_completed(1), None);
     /// ```
     pub fn worker_completed(&self, id: usize) -> Option<u64> {
-        self.lanes.get(id).map(|l| l.completed)
+        self.lanes
+            .get(id)
+            .filter(|l| !l.removed)
+            .map(|l| l.completed - l.completed_base)
     }
 
     /// Number of flows in the flow table.
@@ -1501,7 +1518,7 @@ where
 impl<T, F> fmt::Debug for Distributor<T, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Distributor")
-            .field("workers", &self.lanes.len())
+            .field("workers", &self.lanes.iter().filter(|l| !l.removed).count())
             .field("active", &self.active)
             .field("backlog", &self.backlog.len())
             .finish()

@@ -97,7 +97,8 @@ impl WorkerRegistry {
         });
     }
 
-    /// The final counters of the removed workers (only the distributor calls this).
+    /// The final counters of the removed workers, as published.
+    #[cfg(test)]
     pub(crate) fn removed(&self) -> [u64; 5] {
         self.roster.read(|r| r.removed)
     }
@@ -175,10 +176,15 @@ impl WorkerRegistry {
 
 impl fmt::Debug for WorkerRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WorkerRegistry")
-            .field("version", &self.version())
-            .field("workers", &self.workers())
-            .finish()
+        // One read: the version and the list from the same roster.
+        self.roster.read(|r| {
+            let workers: Vec<(usize, bool)> = r.workers.iter().map(|e| (e.id, e.active)).collect();
+            f.debug_struct("WorkerRegistry")
+                .field("version", &r.version)
+                .field("workers (id, active)", &workers)
+                .field("removed_totals", &r.removed)
+                .finish()
+        })
     }
 }
 

@@ -333,6 +333,20 @@ impl<T> Worker<T> {
         self.ends.rx.set_wait_strategy(strategy);
     }
 
+    /// How [`recv_burst_wait`](Self::recv_burst_wait) waits (a worker that re-joins keeps
+    /// its strategy; one made by [`add_worker`](super::Distributor::add_worker) starts with
+    /// the default).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// use flowline::wait::WaitStrategy;
+    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(ws[0].wait_strategy(), WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.ends.rx.wait_strategy()
+    }
+
     /// Posts `r` on the control ring. The ring holds at least as many entries as the
     /// distributor lets this worker hold (its credit; entries not yet read count as held
     /// by the distributor), plus one for the leave marker, so it is never full here.
