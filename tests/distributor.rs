@@ -970,6 +970,11 @@ fn add_and_remove_workers_errors_ids_and_counters() {
         Some(0),
         "completions count from its adding"
     );
+    assert_eq!(
+        fresh.wait_strategy(),
+        flowline::wait::WaitStrategy::default(),
+        "not the removed worker's"
+    );
     let info = reg.workers().into_iter().find(|i| i.id == w_of_5).unwrap();
     assert!(info.active);
     assert_eq!(info.stats.get("received"), Some(0));
