@@ -995,6 +995,10 @@ fn add_and_remove_workers_errors_ids_and_counters() {
 /// The most workers one distributor may have, counting workers that left but were not
 /// removed; removing one makes room again.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "1024 workers' rings: bookkeeping with no unsafe code of its own, run natively"
+)]
 fn adding_beyond_max_workers_is_an_error_until_one_is_removed() {
     let (mut d, ws) = distributor::new(
         Config {

@@ -18,11 +18,18 @@
 //!   finished every packet of it that reached it, then routes them, oldest first. Each
 //!   flow keeps its order and every packet is processed once; no flow runs at two nodes at
 //!   once. The ownership map is shared under crossbeam-epoch and read once per call.
+//! * **Balancing.** With [`NodeDistributor::set_balance`] a node decides itself: when its
+//!   workers stay out of credit while another balancing node's have room, it migrates the
+//!   bucket whose packets at its workers weigh closest to half the difference
+//!   ([`BalancePolicy`]).
 //! * **Order.** Packets of one flow that enter at one node are processed in the order they
 //!   entered: they all take the same path (that node's workers, or one bridge, which is a
 //!   FIFO, then the owner's distributor, which keeps each source's order). For a flow that
 //!   enters at two nodes, each entry's packets keep their order; how the two sequences
 //!   interleave is not specified (as for two threads feeding one distributor in turns).
+//!   A reschedule into a flow goes after the packets of that flow already waiting at its
+//!   owner (come over a bridge, or released by a handover, and waiting for credit) and
+//!   before any that arrive later.
 //! * **Exactly once.** Every packet comes back once: processed, at its owner's
 //!   [`collect`](NodeDistributor::collect) (or counted as dropped or lost there); or
 //!   unplaced, to a caller of [`distribute`](NodeDistributor::distribute) (its own input
