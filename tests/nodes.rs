@@ -1176,3 +1176,56 @@ fn a_reschedule_does_not_overtake_an_older_one_released_by_a_handover() {
     }
     assert_eq!(seen, [1, 2], "g's reschedules in the order they were made");
 }
+
+/// The other side of the rule above: a reschedule read before a packet of its flow
+/// arrives over a bridge goes first, even when it had to wait for credit and that packet
+/// waits in the node too. Flow `t` (node 1) is at node 1's first worker, which has no
+/// credit left; the second worker reschedules a packet into `t` (r); then p of `t`
+/// enters at node 0 and crosses the bridge. Once the first worker finishes, `t` must get
+/// r before p.
+#[test]
+fn a_reschedule_read_before_a_bridged_packet_of_its_flow_goes_first() {
+    let t = (0..).find(|&f| owner_of(f, 2) == 1).unwrap();
+    let u = (0..).find(|&f| owner_of(f, 2) == 1 && f != t).unwrap();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 2,
+        credit: 1,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, _w0) = layout.pop().unwrap();
+    let mut b = Vec::new();
+    n1.distribute(&mut vec![pkt(t, 0)]).unwrap();
+    n1.distribute(&mut vec![pkt(u, 0)]).unwrap();
+    w1[0].recv_burst(&mut b, 1).unwrap();
+    let x = b.pop().expect("t's first packet at the first worker");
+    assert_eq!(x.flow, t);
+    w1[1].recv_burst(&mut b, 1).unwrap();
+    let mut r = b.pop().expect("u at the second worker");
+    r.flow = t;
+    r.seq = 1;
+    w1[1].reschedule(r).unwrap();
+    // Node 1 reads r (no credit for t), then p arrives over the bridge (no credit either).
+    n1.distribute(&mut Vec::new()).unwrap();
+    n0.distribute(&mut vec![pkt(t, 2)]).unwrap();
+    n1.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(n1.bridge_stats().received, 1, "p waits at node 1");
+    w1[0].done(x).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        n1.distribute(&mut Vec::new()).unwrap();
+        for w in w1.iter_mut() {
+            w.recv_burst(&mut b, 8).unwrap();
+            for p in b.drain(..) {
+                seen.push(p.seq);
+                w.done(p).unwrap();
+            }
+        }
+        if seen.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(seen, [1, 2], "r was read before p arrived");
+}

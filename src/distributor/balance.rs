@@ -9,7 +9,9 @@
 //! store only when it changed), and reads the others' then: one line transfer per node
 //! per period, nothing per packet or per burst.
 //!
-//! A node whose fill stayed at or above `high` for `patience` samples in a row, while
+//! Decisions use the fill smoothed over samples (an exponential average, a quarter of the
+//! weight on the newest), so fills that swing between samples do not trigger migrations.
+//! A node whose smoothed fill stayed at or above `high` for `patience` samples in a row, while
 //! another node's was at least `margin` lower, moves one bucket to the least filled such
 //! node: the bucket whose packets at its workers come closest to half the gap without
 //! exceeding it (moving more would just move the overload). The packets at its workers
@@ -108,6 +110,9 @@ pub(crate) struct Balancer {
     policy: BalancePolicy,
     calls: u32,
     loaded_for: u32,
+    /// The smoothed fill (`None` until the first sample, and while the node has no
+    /// active worker).
+    smoothed: Option<u32>,
 }
 
 impl Balancer {
@@ -116,7 +121,22 @@ impl Balancer {
             policy,
             calls: 0,
             loaded_for: 0,
+            smoothed: None,
         }
+    }
+
+    /// A new fill sample (`None`: no active worker): the smoothed fill the node publishes
+    /// and decides by, an exponential average that gives the new sample a quarter of the
+    /// weight, so a fill that swings from sample to sample (workers that catch up between
+    /// two bursts) does not look like an overload, and a lasting one shows within a few
+    /// samples.
+    pub(crate) fn smooth(&mut self, fill: Option<u32>) -> Option<u32> {
+        self.smoothed = match (self.smoothed, fill) {
+            (_, None) => None,
+            (None, Some(f)) => Some(f),
+            (Some(s), Some(f)) => Some((3 * s + f + 2) / 4),
+        };
+        self.smoothed
     }
 
     /// One call of `distribute`; whether a sample is due.
@@ -184,6 +204,23 @@ mod tests {
             margin: 300,
             patience: 3,
         }
+    }
+
+    #[test]
+    fn the_fill_is_smoothed_over_samples() {
+        let mut b = Balancer::new(policy());
+        assert_eq!(b.smooth(Some(1000)), Some(1000));
+        assert_eq!(b.smooth(Some(0)), Some(750));
+        assert_eq!(b.smooth(Some(0)), Some(563));
+        assert_eq!(
+            b.smooth(None),
+            None,
+            "no worker: unknown, and it starts again"
+        );
+        assert_eq!(b.smooth(Some(200)), Some(200));
+        // A lasting overload shows within a few samples.
+        let s: Vec<u32> = (0..4).map(|_| b.smooth(Some(1000)).unwrap()).collect();
+        assert_eq!(s, [400, 550, 663, 747]);
     }
 
     #[test]

@@ -97,7 +97,7 @@ mod worker;
 use core::fmt;
 use core::mem::ManuallyDrop;
 use core::ptr;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -442,24 +442,28 @@ pub struct Distributor<T, F> {
     /// Packets to route before new input: rescheduled ones, and those a leaving worker
     /// handed back (at the front, oldest first).
     backlog: VecDeque<T>,
-    /// How many packets at the front of `backlog` a leaving worker handed back (the rest
-    /// are reschedules): those are older than anything of their flows not yet placed, so
-    /// they never wait behind `behind`.
-    backlog_old: usize,
+    /// Per backlog packet, in step with it: the poll (`epoch`) that read it, for a
+    /// reschedule; 0 for a packet a leaving worker handed back (older than anything of
+    /// its flow not yet placed).
+    backlog_at: VecDeque<u64>,
+    /// Polls of the return rings so far (the first is 1).
+    epoch: u64,
     /// Processed packets waiting for `collect`.
     returned: Vec<T>,
     credit: u64,
     active: usize,
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
-    /// Multi-node layout only: tags of packets that reached the node before this call's
-    /// backlog was read and still wait to be placed (a bridge's packets waiting for
-    /// credit, packets a handover released). Backlog packets of these tags wait behind
-    /// them (invariant 4: a reschedule goes before what arrives later, not before what
-    /// arrived earlier); empty outside the layout, and whenever the backlog is empty.
-    behind: HashSet<u64, BuildHasherDefault<TagHasher>>,
-    /// Tags of backlog packets kept behind `behind` in this call: new input of these tags
-    /// waits too (it is newer than they are); older input does not.
-    held_back: HashSet<u64, BuildHasherDefault<TagHasher>>,
+    /// Multi-node layout only: packets waiting at the node to be placed (a bridge's
+    /// packets waiting for credit, packets a handover released), as tag -> the earliest
+    /// `epoch` at which one of them arrived (0: before any reschedule). A backlog packet
+    /// read by a later poll waits behind them (invariant 4: a reschedule goes before what
+    /// arrives after it, and after what arrived before it). Set by the node before each
+    /// routing step while its backlog is not empty; empty otherwise.
+    behind: HashMap<u64, u64, BuildHasherDefault<TagHasher>>,
+    /// Tags of backlog packets kept behind `behind` in this routing step, with the
+    /// earliest poll that read one: input of such a tag that arrived at or after that poll
+    /// waits too (it is newer); input that arrived before does not.
+    held_back: HashMap<u64, u64, BuildHasherDefault<TagHasher>>,
     scratch: Vec<T>,
     stats: GroupHandle<5>,
     stats_group: Arc<CounterGroup<5>>,
@@ -525,13 +529,14 @@ where
         lanes,
         flows: FlowTable::default(),
         backlog: VecDeque::new(),
-        backlog_old: 0,
+        backlog_at: VecDeque::new(),
+        epoch: 0,
         returned: Vec::new(),
         credit: config.credit as u64,
         active: config.workers,
         blocked: HashSet::default(),
-        behind: HashSet::default(),
-        held_back: HashSet::default(),
+        behind: HashMap::default(),
+        held_back: HashMap::default(),
         scratch: Vec::new(),
         stats: stats_group.handle(),
         stats_group,
@@ -698,18 +703,15 @@ where
     /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
     /// backlog packets left behind are added to `blocked`.
     fn route_backlog(&mut self) {
-        // The packets left behind keep their order; the leavers' among them stay in front.
-        let mut kept_old = 0;
+        // The packets left behind keep their order.
         for _ in 0..self.backlog.len() {
             // Tag it while it is still in the backlog: if `tag` panics, nothing is lost.
             let t = (self.tag)(self.backlog.front().expect("counted"));
             let p = self.backlog.pop_front().expect("counted");
-            let old = self.backlog_old > 0;
-            if old {
-                // Counted down as they leave the front, so a panic leaves it right for the
-                // packets still there.
-                self.backlog_old -= 1;
-            }
+            let at = self
+                .backlog_at
+                .pop_front()
+                .expect("in step with the backlog");
             if self.ownership.as_ref().is_some_and(|o| !o.routes_here(t)) {
                 // A reschedule to a tag another node owns: that node routes it.
                 self.exported.push(p);
@@ -717,10 +719,11 @@ where
             }
             let keep = if !self.blocked.is_empty() && self.blocked.contains(&t) {
                 Some(p)
-            } else if !old && !self.behind.is_empty() && self.behind.contains(&t) {
-                // A reschedule, and older packets of its flow wait at the node (a leaver's
-                // packets are older than those: they go first).
-                self.held_back.insert(t);
+            } else if self.behind.get(&t).is_some_and(|&arrived| arrived < at) {
+                // Read after older packets of its flow reached the node, and they still
+                // wait there: it goes after them.
+                let h = self.held_back.entry(t).or_insert(at);
+                *h = (*h).min(at);
                 Some(p)
             } else {
                 match self.route(p, t) {
@@ -733,43 +736,39 @@ where
             };
             if let Some(p) = keep {
                 self.backlog.push_back(p);
-                kept_old += usize::from(old);
+                self.backlog_at.push_back(at);
             }
         }
-        self.backlog_old = kept_old;
     }
 
     /// Reads the workers' return rings and routes the backlog now, so that a reschedule
     /// read here goes out before input the caller splits up next (the multi-node layout
     /// sends reschedules to other nodes' tags over a bridge, ahead of later input).
-    /// `older`: packets that reached the node earlier and wait to be placed (see
-    /// `behind`).
-    pub(crate) fn route_returns(&mut self, older: &[Vec<T>]) {
-        self.poll_returns();
+    /// The node polls first ([`poll_returns`](Self::poll_returns)) and sets `behind`.
+    pub(crate) fn route_polled(&mut self) {
         if self.active > 0 {
             self.blocked.clear();
             self.held_back.clear();
-            self.set_behind(None, [older, &[]]);
             self.route_backlog();
             self.push_staged();
         } else if let Some(o) = &self.ownership {
             // No worker to route to, but reschedules to other nodes' tags still go there
             // first (the rest of the backlog goes back with `NoWorkers`).
-            let mut kept_old = 0;
             for _ in 0..self.backlog.len() {
                 // Tagged in place: if `tag` panics, nothing is lost.
                 let t = (self.tag)(self.backlog.front().expect("counted"));
                 let p = self.backlog.pop_front().expect("counted");
-                let old = self.backlog_old > 0;
-                self.backlog_old -= usize::from(old);
+                let at = self
+                    .backlog_at
+                    .pop_front()
+                    .expect("in step with the backlog");
                 if o.routes_here(t) {
                     self.backlog.push_back(p);
-                    kept_old += usize::from(old);
+                    self.backlog_at.push_back(at);
                 } else {
                     self.exported.push(p);
                 }
             }
-            self.backlog_old = kept_old;
         }
     }
 
@@ -814,7 +813,8 @@ where
     }
 
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.
-    fn poll_returns(&mut self) {
+    pub(crate) fn poll_returns(&mut self) {
+        self.epoch += 1;
         for w in 0..self.lanes.len() {
             self.poll_lane(w);
         }
@@ -829,6 +829,8 @@ where
             lanes,
             returned,
             backlog,
+            backlog_at,
+            epoch,
             stats,
             tag,
             check_order,
@@ -880,6 +882,7 @@ where
                     lane.advance(1);
                     stats.add(RESCHEDULED, 1);
                     backlog.push_back(pkt);
+                    backlog_at.push_back(*epoch);
                 }
                 // Kept, still counted as outstanding (so their flows stay in flight at this
                 // worker), until the leave marker that follows them arrives: a poll may see
@@ -945,9 +948,9 @@ where
         lane.active = false;
         lane.parked = Some(parked);
         self.active -= 1;
-        self.backlog_old += unprocessed.len();
         for p in unprocessed.into_iter().rev() {
             self.backlog.push_front(p);
+            self.backlog_at.push_front(0);
         }
         self.publish_roster();
     }
@@ -1000,51 +1003,31 @@ where
     /// assert_eq!(burst, [7, 8]);
     /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
-        self.distribute_behind(pkts, false, [&[], &[]])
+        self.poll_returns();
+        if !self.behind.is_empty() {
+            self.behind.clear();
+        }
+        self.distribute_polled(pkts, u64::MAX)
     }
 
-    /// Collects the tags of the packets waiting at the node (`pkts` too if `pkts_older`)
-    /// into `behind`, if the backlog has anything to keep behind them. If `tag` panics,
-    /// `behind` is partial: a backlog packet may then go before one of them (the next
-    /// call collects them all again).
-    fn set_behind(&mut self, pkts: Option<&[T]>, older: [&[Vec<T>]; 2]) {
-        self.behind.clear();
-        if self.backlog.is_empty() {
-            return;
-        }
-        let Self { behind, tag, .. } = self;
-        for p in pkts.into_iter().flatten() {
-            behind.insert(tag(p));
-        }
-        for p in older.iter().flat_map(|s| s.iter()).flatten() {
-            behind.insert(tag(p));
-        }
-    }
-
-    /// `distribute` for the multi-node layout: backlog packets of a tag that also has
-    /// packets in `older` (and in `pkts` if `pkts_older`: packets that reached the node
-    /// before the backlog was read) wait behind them; new input of those tags waits too.
-    pub(crate) fn distribute_behind(
+    /// `distribute` for the multi-node layout, after the node polled the return rings and
+    /// set `behind`: the packets in `pkts` arrived at poll `arrived` (`u64::MAX`: new
+    /// input); those of a tag whose backlog packets wait behind `behind`, read at or
+    /// before `arrived`, wait too.
+    pub(crate) fn distribute_polled(
         &mut self,
         pkts: &mut Vec<T>,
-        pkts_older: bool,
-        older: [&[Vec<T>]; 2],
+        arrived: u64,
     ) -> Result<usize, NoWorkers> {
-        self.poll_returns();
         if self.active == 0 {
             let mut all: Vec<T> = self.backlog.drain(..).collect();
-            self.backlog_old = 0;
+            self.backlog_at.clear();
             all.append(pkts);
             *pkts = all;
             return Err(NoWorkers);
         }
         self.blocked.clear();
         self.held_back.clear();
-        if pkts_older || !older[0].is_empty() || !older[1].is_empty() {
-            self.set_behind(pkts_older.then_some(&pkts[..]), older);
-        } else if !self.behind.is_empty() {
-            self.behind.clear();
-        }
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
@@ -1088,7 +1071,8 @@ where
                 let p = unsafe { ptr::read(g.base.add(g.next)) };
                 g.next += 1;
                 if (!self.blocked.is_empty() && self.blocked.contains(&t))
-                    || (!pkts_older && !self.held_back.is_empty() && self.held_back.contains(&t))
+                    || (!self.held_back.is_empty()
+                        && self.held_back.get(&t).is_some_and(|&read| read <= arrived))
                 {
                     g.pkts.push(p);
                     continue;

@@ -363,6 +363,11 @@ pub struct NodeDistributor<T, F> {
     /// Packets read from the bridge from node `s` that the local workers had no credit
     /// for yet, in arrival order.
     inbound: Vec<Vec<T>>,
+    /// Per source: the poll of the local distributor's return rings (its `epoch`) after
+    /// which the packets in `inbound[s]` arrived (a bridge is read only into an empty
+    /// queue, so they arrived together); 0 while released packets of a handover are
+    /// among them (they arrived before any reschedule now in the backlog).
+    inbound_at: Vec<u64>,
     /// This call's input for node `o`, in order (`id`: the local share, which a panic may
     /// leave here for the next call).
     sorted: Vec<Vec<T>>,
@@ -541,6 +546,7 @@ where
                 inb,
                 pending_out: (0..n).map(|_| Vec::new()).collect(),
                 inbound: (0..n).map(|_| Vec::new()).collect(),
+                inbound_at: vec![0; n],
                 sorted: (0..n).map(|_| Vec::new()).collect(),
                 back: Vec::new(),
                 undeliverable: Vec::new(),
@@ -785,7 +791,9 @@ where
         // The workers' hand-backs first: a reschedule read now (or by `collect` before)
         // goes out ahead of this call's input, to whichever node owns its new tag. `tag`
         // may panic in here: nothing has been taken from `pkts` yet.
-        self.dist.route_returns(&self.inbound);
+        self.dist.poll_returns();
+        self.refresh_behind();
+        self.dist.route_polled();
         self.export_reschedules();
         // Reschedules waiting for room go first; a destination still blocked by them takes
         // no new input this call (its flows' order). Those for a node that was dropped go
@@ -859,11 +867,12 @@ where
                 return Ok(());
             }
             let before = self.sorted[self.id].len();
-            match self.dist.distribute_behind(
-                &mut self.sorted[self.id],
-                false,
-                [&self.inbound, &[]],
-            ) {
+            self.dist.poll_returns();
+            self.refresh_behind();
+            match self
+                .dist
+                .distribute_polled(&mut self.sorted[self.id], u64::MAX)
+            {
                 Ok(n) => {
                     placed += n;
                     Ok(())
@@ -912,7 +921,7 @@ where
         if !b.tick() {
             return;
         }
-        let fill = self.dist.fill_permille();
+        let fill = b.smooth(self.dist.fill_permille());
         self.progress.set_load(self.id, fill);
         let Some(own) = fill else { return };
         if self.drain.is_some() || self.holding {
@@ -1237,6 +1246,7 @@ where
                     .as_mut()
                     .expect("a bridge from every other node");
                 let n = rx.pop_burst_into(&mut self.inbound[s], usize::MAX);
+                self.inbound_at[s] = self.dist.epoch;
                 self.stats.received += n as u64;
                 self.read_from[s] += n as u64;
                 if n > 0 {
@@ -1253,15 +1263,41 @@ where
             if !self.inbound[s].is_empty() {
                 // In place: if `tag` panics, what was not taken stays here. On `NoWorkers`
                 // the backlog comes back in front of it; the caller hands it all back.
-                // These packets, and those waiting from the other sources, reached the
-                // node before the reschedules now in the backlog were read: those of the
-                // same flows go after them.
-                let (before, rest) = self.inbound.split_at_mut(s);
-                let (cur, after) = rest.split_first_mut().expect("s < nodes");
-                self.dist.distribute_behind(cur, true, [before, after])?;
+                // A reschedule read after packets of its flow arrived here goes after them
+                // (`refresh_behind`), and these packets after a reschedule read before they
+                // arrived.
+                self.dist.poll_returns();
+                self.refresh_behind();
+                let arrived = self.inbound_at[s];
+                self.dist.distribute_polled(&mut self.inbound[s], arrived)?;
             }
         }
         Ok(())
+    }
+
+    /// Tells the local distributor which packets wait here to be placed (every `inbound`
+    /// queue, with the poll after which it arrived), so that a reschedule read after
+    /// them waits behind them. Only while the backlog holds something: otherwise there is
+    /// nothing to hold back, and nothing is tagged. If `tag` panics, `behind` is partial:
+    /// a reschedule may then go before one of them (the next step collects them again).
+    fn refresh_behind(&mut self) {
+        let Self {
+            dist,
+            inbound,
+            inbound_at,
+            tag,
+            ..
+        } = self;
+        dist.behind.clear();
+        if dist.backlog.is_empty() {
+            return;
+        }
+        for (q, &arrived) in inbound.iter().zip(inbound_at.iter()) {
+            for p in q {
+                let e = dist.behind.entry(tag(p)).or_insert(arrived);
+                *e = (*e).min(arrived);
+            }
+        }
     }
 
     /// Moves the packets of buckets migrating here out of `inbound[s]` into `held[s]`,
@@ -1350,6 +1386,7 @@ where
             // `held[s]`): the released ones go first, in order.
             released.append(&mut self.inbound[s]);
             self.inbound[s] = released;
+            self.inbound_at[s] = 0;
         }
     }
 
