@@ -1007,16 +1007,19 @@ where
         if !self.behind.is_empty() {
             self.behind.clear();
         }
-        self.distribute_polled(pkts, u64::MAX)
+        self.distribute_polled(pkts, &mut 0, u64::MAX)
     }
 
     /// `distribute` for the multi-node layout, after the node polled the return rings and
-    /// set `behind`: the packets in `pkts` arrived at poll `arrived` (`u64::MAX`: new
-    /// input); those of a tag whose backlog packets wait behind `behind`, read at or
-    /// before `arrived`, wait too.
+    /// set `behind`: the first `*old` packets of `pkts` arrived before any reschedule (0),
+    /// the others after poll `arrived` (`u64::MAX`: new input); those of a tag whose
+    /// backlog packets wait behind `behind`, read at or before their arrival, wait too.
+    /// On return `*old` counts the old packets still in `pkts` (at its front); if `tag`
+    /// panics it is left as it was.
     pub(crate) fn distribute_polled(
         &mut self,
         pkts: &mut Vec<T>,
+        old: &mut usize,
         arrived: u64,
     ) -> Result<usize, NoWorkers> {
         if self.active == 0 {
@@ -1063,18 +1066,22 @@ where
                 len,
                 pkts,
             };
+            let mut kept_old = 0;
             while g.next < g.len {
                 // SAFETY: `next < len`: an initialised packet the guard owns. It is tagged in
                 // place, so if `tag` panics it is still owned by the guard and goes back.
                 let t = (self.tag)(unsafe { &*g.base.add(g.next) });
                 // SAFETY: as above; `next` moves past it, so it is moved out exactly once.
                 let p = unsafe { ptr::read(g.base.add(g.next)) };
+                let is_old = g.next < *old;
                 g.next += 1;
+                let came = if is_old { 0 } else { arrived };
                 if (!self.blocked.is_empty() && self.blocked.contains(&t))
                     || (!self.held_back.is_empty()
-                        && self.held_back.get(&t).is_some_and(|&read| read <= arrived))
+                        && self.held_back.get(&t).is_some_and(|&read| read <= came))
                 {
                     g.pkts.push(p);
+                    kept_old += usize::from(is_old);
                     continue;
                 }
                 match self.route(p, t) {
@@ -1082,9 +1089,11 @@ where
                     Err(p) => {
                         self.blocked.insert(t);
                         g.pkts.push(p);
+                        kept_old += usize::from(is_old);
                     }
                 }
             }
+            *old = kept_old;
         }
         self.scratch = input;
         self.push_staged();

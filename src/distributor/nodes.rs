@@ -364,10 +364,14 @@ pub struct NodeDistributor<T, F> {
     /// for yet, in arrival order.
     inbound: Vec<Vec<T>>,
     /// Per source: the poll of the local distributor's return rings (its `epoch`) after
-    /// which the packets in `inbound[s]` arrived (a bridge is read only into an empty
-    /// queue, so they arrived together); 0 while released packets of a handover are
-    /// among them (they arrived before any reschedule now in the backlog).
+    /// which the bridge's packets in `inbound[s]` arrived (a bridge is read only into an
+    /// empty queue, so they arrived together).
     inbound_at: Vec<u64>,
+    /// Per source: how many packets at the front of `inbound[s]` a handover released
+    /// (they arrived before any reschedule now in the backlog: arrival 0). Their flows
+    /// and those of the bridge's packets behind them are disjoint (the released ones
+    /// were held while the others were read). `inbound[id]` counts as released whole.
+    inbound_old: Vec<usize>,
     /// This call's input for node `o`, in order (`id`: the local share, which a panic may
     /// leave here for the next call).
     sorted: Vec<Vec<T>>,
@@ -547,6 +551,7 @@ where
                 pending_out: (0..n).map(|_| Vec::new()).collect(),
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 inbound_at: vec![0; n],
+                inbound_old: vec![0; n],
                 sorted: (0..n).map(|_| Vec::new()).collect(),
                 back: Vec::new(),
                 undeliverable: Vec::new(),
@@ -871,7 +876,7 @@ where
             self.refresh_behind();
             match self
                 .dist
-                .distribute_polled(&mut self.sorted[self.id], u64::MAX)
+                .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX)
             {
                 Ok(n) => {
                     placed += n;
@@ -890,6 +895,7 @@ where
             for s in 0..self.nodes {
                 self.finished += self.inbound[s].len() as u64;
                 pkts.append(&mut self.inbound[s]);
+                self.inbound_old[s] = 0;
             }
         }
         // Local packets not placed (with the backlog in front on `NoWorkers`): all had
@@ -1268,8 +1274,22 @@ where
                 // arrived.
                 self.dist.poll_returns();
                 self.refresh_behind();
-                let arrived = self.inbound_at[s];
-                self.dist.distribute_polled(&mut self.inbound[s], arrived)?;
+                let (mut old, arrived) = if s == self.id {
+                    (usize::MAX, 0)
+                } else {
+                    (self.inbound_old[s], self.inbound_at[s])
+                };
+                let r = self
+                    .dist
+                    .distribute_polled(&mut self.inbound[s], &mut old, arrived);
+                if s != self.id {
+                    self.inbound_old[s] = old.min(self.inbound[s].len());
+                }
+                r?;
+                // Reschedules this step read for a bucket whose handover into this node
+                // ended in the meantime: queued here now (after what waits here), before
+                // a later step can read a newer one of the same flow.
+                self.export_reschedules();
             }
         }
         Ok(())
@@ -1282,9 +1302,11 @@ where
     /// a reschedule may then go before one of them (the next step collects them again).
     fn refresh_behind(&mut self) {
         let Self {
+            id,
             dist,
             inbound,
             inbound_at,
+            inbound_old,
             tag,
             ..
         } = self;
@@ -1292,8 +1314,10 @@ where
         if dist.backlog.is_empty() {
             return;
         }
-        for (q, &arrived) in inbound.iter().zip(inbound_at.iter()) {
-            for p in q {
+        for (s, q) in inbound.iter().enumerate() {
+            let old = if s == *id { q.len() } else { inbound_old[s] };
+            for (k, p) in q.iter().enumerate() {
+                let arrived = if k < old { 0 } else { inbound_at[s] };
                 let e = dist.behind.entry(tag(p)).or_insert(arrived);
                 *e = (*e).min(arrived);
             }
@@ -1311,17 +1335,22 @@ where
         if !self.tags.iter().any(|&t| own.held_here(t)) {
             return;
         }
-        for (p, &t) in core::mem::take(&mut self.inbound[s])
+        let old = self.inbound_old[s];
+        let mut kept_old = 0;
+        for (k, (p, &t)) in core::mem::take(&mut self.inbound[s])
             .into_iter()
             .zip(&self.tags)
+            .enumerate()
         {
             if own.held_here(t) {
                 self.held[s].push(p);
                 self.stats.held += 1;
             } else {
+                kept_old += usize::from(k < old);
                 self.inbound[s].push(p);
             }
         }
+        self.inbound_old[s] = kept_old;
     }
 
     /// Brings this node's copy of the ownership map up to date (one load when nothing
@@ -1384,9 +1413,9 @@ where
             }
             // `inbound[s]` holds none of their flows' packets (they were diverted to
             // `held[s]`): the released ones go first, in order.
+            self.inbound_old[s] += released.len();
             released.append(&mut self.inbound[s]);
             self.inbound[s] = released;
-            self.inbound_at[s] = 0;
         }
     }
 
