@@ -1177,6 +1177,71 @@ fn a_reschedule_does_not_overtake_an_older_one_released_by_a_handover() {
     assert_eq!(seen, [1, 2], "g's reschedules in the order they were made");
 }
 
+/// Three nodes: flow `g` (node 1's) migrates to node 0, whose workers reschedule into it
+/// while node 2 sends it packets. Node 0 holds both kinds until node 1 is done with `g`,
+/// and must release them in the order it read them: p of `g`, read from node 2's bridge
+/// first, then the reschedule r its worker made after, then q of `g`, read from node 2
+/// after r. (Released per source, node 0's own reschedules went before every other
+/// source's packets.)
+#[test]
+fn packets_held_for_a_handover_are_released_in_the_order_they_were_read_across_sources() {
+    let g = (0..).find(|&t| owner_of(t, 3) == 1).unwrap();
+    let f = (0..).find(|&t| owner_of(t, 3) == 0).unwrap();
+    let cfg = NodesConfig {
+        nodes: 3,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n2, _w2) = layout.pop().unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    let mut b = Vec::new();
+    // Node 1's worker holds a packet of g, so g's handover to node 0 stays pending.
+    n1.distribute(&mut vec![pkt(g, 0)]).unwrap();
+    w1[0].recv_burst(&mut b, 1).unwrap();
+    let y = b.pop().unwrap();
+    n1.migrate(bucket_of(g), 0).unwrap();
+    for n in [&mut n0, &mut n2] {
+        n.distribute(&mut Vec::new()).unwrap();
+    }
+    assert_eq!(n2.owner(g), 0, "node 2 routes g to node 0 now");
+    // p of g enters at node 2 and crosses to node 0, which holds it.
+    assert_eq!(n2.distribute(&mut vec![pkt(g, 1)]), Ok(1));
+    n0.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(n0.held(), 1, "p held at node 0");
+    // A packet of f runs at node 0 and is rescheduled into g: held after p.
+    n0.distribute(&mut vec![pkt(f, 2)]).unwrap();
+    w0[0].recv_burst(&mut b, 1).unwrap();
+    let mut r = b.pop().expect("f's packet at node 0's worker");
+    r.flow = g;
+    w0[0].reschedule(r).unwrap();
+    n0.distribute(&mut Vec::new()).unwrap();
+    // q of g, read by node 0 after the reschedule.
+    assert_eq!(n2.distribute(&mut vec![pkt(g, 3)]), Ok(1));
+    n0.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(n0.held(), 3, "p, r and q held at node 0");
+    // The handover ends.
+    w1[0].done(y).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        n1.distribute(&mut Vec::new()).unwrap();
+        n2.distribute(&mut Vec::new()).unwrap();
+        n0.distribute(&mut Vec::new()).unwrap();
+        w0[0].recv_burst(&mut b, 8).unwrap();
+        for p in b.drain(..) {
+            seen.push(p.seq);
+            w0[0].done(p).unwrap();
+        }
+        if seen.len() == 3 {
+            break;
+        }
+    }
+    assert!(!n1.migrating(), "handover ended");
+    assert_eq!(seen, [1, 2, 3], "g's packets in the order node 0 read them");
+}
+
 /// The other side of the rule above: a reschedule read before a packet of its flow
 /// arrives over a bridge goes first, even when it had to wait for credit and that packet
 /// waits in the node too. Flow `t` (node 1) is at node 1's first worker, which has no

@@ -483,6 +483,12 @@ pub struct Distributor<T, F> {
     /// but moved to `exported`, in order, for the node to send over its bridge.
     ownership: Option<ownership::Ownership>,
     exported: Vec<T>,
+    /// In step with `exported`: the poll that read each of them (its `backlog_at`).
+    exported_at: Vec<u64>,
+    /// Multi-node layout only: tags whose packets wait in the node's queue of released
+    /// packets (set by the node before it places another queue, empty otherwise). Input
+    /// of such a tag waits behind them: it is newer.
+    wait_first: HashSet<u64, BuildHasherDefault<TagHasher>>,
 }
 
 /// Makes a distributor and its `config.workers` workers. `tag` gives a packet's flow tag.
@@ -547,6 +553,8 @@ where
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
         ownership: None,
         exported: Vec::new(),
+        exported_at: Vec::new(),
+        wait_first: HashSet::default(),
     };
     Ok((dist, workers))
 }
@@ -715,6 +723,7 @@ where
             if self.ownership.as_ref().is_some_and(|o| !o.routes_here(t)) {
                 // A reschedule to a tag another node owns: that node routes it.
                 self.exported.push(p);
+                self.exported_at.push(at);
                 continue;
             }
             let keep = if !self.blocked.is_empty() && self.blocked.contains(&t) {
@@ -767,6 +776,7 @@ where
                     self.backlog_at.push_back(at);
                 } else {
                     self.exported.push(p);
+                    self.exported_at.push(at);
                 }
             }
         }
@@ -1077,6 +1087,7 @@ where
                 g.next += 1;
                 let came = if is_old { 0 } else { arrived };
                 if (!self.blocked.is_empty() && self.blocked.contains(&t))
+                    || (!self.wait_first.is_empty() && self.wait_first.contains(&t))
                     || (!self.held_back.is_empty()
                         && self.held_back.get(&t).is_some_and(|&read| read <= came))
                 {

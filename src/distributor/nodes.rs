@@ -29,7 +29,8 @@
 //!   interleave is not specified (as for two threads feeding one distributor in turns).
 //!   A reschedule into a flow goes after the packets of that flow already waiting at its
 //!   owner (come over a bridge, or released by a handover, and waiting for credit) and
-//!   before any that arrive later.
+//!   before any that arrive later. The packets a handover held at the new owner are
+//!   released in the order that node read them, whichever node they came from.
 //! * **Exactly once.** Every packet comes back once: processed, at its owner's
 //!   [`collect`](NodeDistributor::collect) (or counted as dropped or lost there); or
 //!   unplaced, to a caller of [`distribute`](NodeDistributor::distribute) (its own input
@@ -346,6 +347,15 @@ impl Quiescence {
     }
 }
 
+/// Orders the packets a node holds for a handover by when it read them: a packet that
+/// arrived (over a bridge, or as input) after poll `poll` of the return rings sorts after
+/// the reschedules that poll read and before those of later polls (invariant 4: a
+/// reschedule goes after what arrived before it, before what arrived after it). Polls are
+/// counted in a `u64`; this doubles them, which would wrap only after 2^63 polls.
+fn hold_key(poll: u64, reschedule: bool) -> u64 {
+    (poll << 1) | u64::from(!reschedule)
+}
+
 /// One node's distributor: see the [module documentation](self). Used by one thread (the
 /// node's distributor thread, best pinned to a CPU of that node).
 pub struct NodeDistributor<T, F> {
@@ -365,13 +375,11 @@ pub struct NodeDistributor<T, F> {
     inbound: Vec<Vec<T>>,
     /// Per source: the poll of the local distributor's return rings (its `epoch`) after
     /// which the bridge's packets in `inbound[s]` arrived (a bridge is read only into an
-    /// empty queue, so they arrived together).
+    /// empty queue, so they arrived together). `inbound[id]` holds the packets handovers
+    /// released, from every source, in the order this node read them: they arrived before
+    /// any reschedule now in the backlog (arrival 0), and the other queues' packets of
+    /// their flows wait behind them.
     inbound_at: Vec<u64>,
-    /// Per source: how many packets at the front of `inbound[s]` a handover released
-    /// (they arrived before any reschedule now in the backlog: arrival 0). Their flows
-    /// and those of the bridge's packets behind them are disjoint (the released ones
-    /// were held while the others were read). `inbound[id]` counts as released whole.
-    inbound_old: Vec<usize>,
     /// This call's input for node `o`, in order (`id`: the local share, which a panic may
     /// leave here for the next call).
     sorted: Vec<Vec<T>>,
@@ -394,8 +402,9 @@ pub struct NodeDistributor<T, F> {
     /// The ownership map all nodes share; this node's copy is `dist.ownership`.
     map: Arc<SharedMap>,
     /// Packets of buckets migrating into this node whose old owner has not finished
-    /// yet, per source node (`id`: entered here, or rescheduled here), in arrival order.
-    held: Vec<Vec<T>>,
+    /// yet, from every source (bridges, input entered here, reschedules read here), each
+    /// with the key of when this node read it ([`hold_key`]): each source's in order.
+    held: Vec<(u64, T)>,
     /// Whether a handover into this node is pending (the copy says so).
     holding: bool,
     /// Packets read from the bridge from node `s`, ever.
@@ -551,7 +560,6 @@ where
                 pending_out: (0..n).map(|_| Vec::new()).collect(),
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 inbound_at: vec![0; n],
-                inbound_old: vec![0; n],
                 sorted: (0..n).map(|_| Vec::new()).collect(),
                 back: Vec::new(),
                 undeliverable: Vec::new(),
@@ -563,7 +571,7 @@ where
                 flushing: false,
                 stats: BridgeStats::default(),
                 map: Arc::clone(&map),
-                held: (0..n).map(|_| Vec::new()).collect(),
+                held: Vec::new(),
                 holding: false,
                 read_from: vec![0; n],
                 adopted: 0,
@@ -835,8 +843,9 @@ where
                 // here wait until its old owner is done with it.
                 self.entered += 1;
                 if self.holding && own.held_here(t) {
-                    // Taken from the caller: placed, for the caller's count.
-                    self.held[o].push(p);
+                    // Taken from the caller: placed, for the caller's count. It entered
+                    // after this call's poll (and the reschedules it read).
+                    self.held.push((hold_key(self.dist.epoch, false), p));
                     self.stats.held += 1;
                     placed += 1;
                 } else {
@@ -892,10 +901,12 @@ where
             // The flows this node owns cannot be placed here: what came over the bridges
             // goes back too, first (the backlog is at the front of the source that found
             // no worker, or of the local input), then the local input.
-            for s in 0..self.nodes {
+            // The released packets first: the other queues' packets of their flows are
+            // newer.
+            let id = self.id;
+            for s in core::iter::once(id).chain((0..self.nodes).filter(|&s| s != id)) {
                 self.finished += self.inbound[s].len() as u64;
                 pkts.append(&mut self.inbound[s]);
-                self.inbound_old[s] = 0;
             }
         }
         // Local packets not placed (with the backlog in front on `NoWorkers`): all had
@@ -1091,7 +1102,7 @@ where
             + self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
-            + self.held.iter().map(Vec::len).sum::<usize>()
+            + self.held.len()
             + self.undeliverable.len()
     }
 
@@ -1186,25 +1197,30 @@ where
             self.tags.push((self.tag)(p));
         }
         let mut v = core::mem::take(&mut self.dist.exported);
-        self.requeue(&mut v);
-        // Empty again; its allocation goes back for the next reschedules.
+        let mut at = core::mem::take(&mut self.dist.exported_at);
+        self.requeue(&mut v, &at);
+        // Empty again; their allocations go back for the next reschedules.
+        at.clear();
         self.dist.exported = v;
+        self.dist.exported_at = at;
     }
 
     /// Moves the packets of `v`, tagged in `self.tags` (in order), to the queues of their
     /// owners by this node's copy of the map: another node's bridge queue, or here the
     /// packets held for a handover into this node, or those routed here. Each queue keeps
-    /// the packets' order. No user code runs here.
-    fn requeue(&mut self, v: &mut Vec<T>) {
+    /// the packets' order. `read` gives the poll that read each reschedule (empty: before
+    /// any packet now held). No user code runs here.
+    fn requeue(&mut self, v: &mut Vec<T>, read: &[u64]) {
         let tags = core::mem::take(&mut self.tags);
         let own = self.dist.ownership.as_ref().expect("set by nodes::new");
-        for (p, &t) in v.drain(..).zip(&tags) {
+        for (k, (p, &t)) in v.drain(..).zip(&tags).enumerate() {
             let o = own.owner(t);
             if o != self.id {
                 self.pending_out[o].push(p);
             } else if own.held_here(t) {
                 // A bucket migrating here: waits with its other packets.
-                self.held[o].push(p);
+                let r = read.get(k).copied().unwrap_or(0);
+                self.held.push((hold_key(r, true), p));
                 self.stats.held += 1;
             } else {
                 // Its handover ended since it was set aside: routed here.
@@ -1242,12 +1258,13 @@ where
         open
     }
 
-    /// Reads the bridges whose earlier packets are all placed, and places what waits.
-    /// `inbound[id]` holds packets routed here without a bridge (released after a
-    /// handover into this node); it is placed like a source's.
+    /// Places what waits here: first the packets handovers released (`inbound[id]`),
+    /// then each bridge's, reading a bridge whose earlier packets are all placed. While
+    /// released packets wait, the other queues' packets of their flows wait behind them.
     fn pump_local(&mut self) -> Result<(), NoWorkers> {
-        for s in 0..self.nodes {
-            if s != self.id && self.inbound[s].is_empty() {
+        let id = self.id;
+        for s in core::iter::once(id).chain((0..self.nodes).filter(|&s| s != id)) {
+            if s != id && self.inbound[s].is_empty() {
                 let rx = self.inb[s]
                     .as_mut()
                     .expect("a bridge from every other node");
@@ -1259,7 +1276,8 @@ where
                     // The sender may have routed them by a map version newer than this
                     // node's copy (a bucket migrating here whose packets must wait): its
                     // version store came before its push, so after reading the push one
-                    // more load of the version finds it.
+                    // more load of the version finds it. A handover that ended may
+                    // release packets into `inbound[id]` here: these are newer.
                     self.refresh_map();
                 }
             }
@@ -1274,17 +1292,16 @@ where
                 // arrived.
                 self.dist.poll_returns();
                 self.refresh_behind();
-                let (mut old, arrived) = if s == self.id {
+                let (mut old, arrived) = if s == id {
                     (usize::MAX, 0)
                 } else {
-                    (self.inbound_old[s], self.inbound_at[s])
+                    self.wait_behind_released();
+                    (0, self.inbound_at[s])
                 };
                 let r = self
                     .dist
                     .distribute_polled(&mut self.inbound[s], &mut old, arrived);
-                if s != self.id {
-                    self.inbound_old[s] = old.min(self.inbound[s].len());
-                }
+                self.dist.wait_first.clear();
                 r?;
                 // Reschedules this step read for a bucket whose handover into this node
                 // ended in the meantime: queued here now (after what waits here), before
@@ -1293,6 +1310,24 @@ where
             }
         }
         Ok(())
+    }
+
+    /// Tells the local distributor the flows of the released packets still waiting in
+    /// `inbound[id]`, before it places another queue: their packets there are newer (see
+    /// [`release_held`](Self::release_held)), and wait. If `tag` panics, the set is
+    /// partial, and the queue is not placed in this step (the panic ends it).
+    fn wait_behind_released(&mut self) {
+        let Self {
+            id,
+            dist,
+            inbound,
+            tag,
+            ..
+        } = self;
+        dist.wait_first.clear();
+        for p in &inbound[*id] {
+            dist.wait_first.insert(tag(p));
+        }
     }
 
     /// Tells the local distributor which packets wait here to be placed (every `inbound`
@@ -1306,7 +1341,6 @@ where
             dist,
             inbound,
             inbound_at,
-            inbound_old,
             tag,
             ..
         } = self;
@@ -1315,17 +1349,16 @@ where
             return;
         }
         for (s, q) in inbound.iter().enumerate() {
-            let old = if s == *id { q.len() } else { inbound_old[s] };
-            for (k, p) in q.iter().enumerate() {
-                let arrived = if k < old { 0 } else { inbound_at[s] };
+            let arrived = if s == *id { 0 } else { inbound_at[s] };
+            for p in q {
                 let e = dist.behind.entry(tag(p)).or_insert(arrived);
                 *e = (*e).min(arrived);
             }
         }
     }
 
-    /// Moves the packets of buckets migrating here out of `inbound[s]` into `held[s]`,
-    /// in order. If `tag` panics, nothing has moved.
+    /// Moves the packets of buckets migrating here out of `inbound[s]` into `held`, in
+    /// order, keyed by their arrival. If `tag` panics, nothing has moved.
     fn divert_held(&mut self, s: usize) {
         self.tags.clear();
         for p in &self.inbound[s] {
@@ -1335,22 +1368,18 @@ where
         if !self.tags.iter().any(|&t| own.held_here(t)) {
             return;
         }
-        let old = self.inbound_old[s];
-        let mut kept_old = 0;
-        for (k, (p, &t)) in core::mem::take(&mut self.inbound[s])
+        let key = hold_key(if s == self.id { 0 } else { self.inbound_at[s] }, false);
+        for (p, &t) in core::mem::take(&mut self.inbound[s])
             .into_iter()
             .zip(&self.tags)
-            .enumerate()
         {
             if own.held_here(t) {
-                self.held[s].push(p);
+                self.held.push((key, p));
                 self.stats.held += 1;
             } else {
-                kept_old += usize::from(k < old);
                 self.inbound[s].push(p);
             }
         }
-        self.inbound_old[s] = kept_old;
     }
 
     /// Brings this node's copy of the ownership map up to date (one load when nothing
@@ -1383,40 +1412,35 @@ where
         self.released = version;
     }
 
-    /// Moves the held packets of buckets whose handover into this node ended to the front
-    /// of their sources' `inbound` queues. If `tag` panics, the sources not yet looked at
-    /// keep theirs (and the next call looks again).
+    /// Moves the held packets of buckets whose handover into this node ended to the end
+    /// of `inbound[id]`, in the order this node read them: each source's in order, and a
+    /// reschedule after what arrived before it was read, before what arrived after (their
+    /// keys). Packets of their flows that arrive later wait behind them. If `tag` panics,
+    /// nothing has moved (and the next call looks again).
     fn release_held(&mut self) {
-        for s in 0..self.nodes {
-            if self.held[s].is_empty() {
-                continue;
-            }
-            // Tagged first: if `tag` panics, nothing has moved.
-            self.tags.clear();
-            for p in &self.held[s] {
-                self.tags.push((self.tag)(p));
-            }
-            let own = self.dist.ownership.as_ref().expect("set by nodes::new");
-            if self.tags.iter().all(|&t| own.held_here(t)) {
-                continue;
-            }
-            let mut released = Vec::new();
-            for (p, &t) in core::mem::take(&mut self.held[s])
-                .into_iter()
-                .zip(&self.tags)
-            {
-                if own.held_here(t) {
-                    self.held[s].push(p);
-                } else {
-                    released.push(p);
-                }
-            }
-            // `inbound[s]` holds none of their flows' packets (they were diverted to
-            // `held[s]`): the released ones go first, in order.
-            self.inbound_old[s] += released.len();
-            released.append(&mut self.inbound[s]);
-            self.inbound[s] = released;
+        if self.held.is_empty() {
+            return;
         }
+        // Tagged first: if `tag` panics, nothing has moved.
+        self.tags.clear();
+        for (_, p) in &self.held {
+            self.tags.push((self.tag)(p));
+        }
+        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        if self.tags.iter().all(|&t| own.held_here(t)) {
+            return;
+        }
+        let mut released = Vec::new();
+        for ((k, p), &t) in core::mem::take(&mut self.held).into_iter().zip(&self.tags) {
+            if own.held_here(t) {
+                self.held.push((k, p));
+            } else {
+                released.push((k, p));
+            }
+        }
+        // Stable: packets with equal keys (read together) keep their order.
+        released.sort_by_key(|&(k, _)| k);
+        self.inbound[self.id].extend(released.into_iter().map(|(_, p)| p));
     }
 
     /// Moves the reschedules waiting in `pending_out` to the queues of their owners by
@@ -1437,7 +1461,9 @@ where
         for q in &mut self.pending_out {
             all.append(q);
         }
-        self.requeue(&mut all);
+        // They were read before this node read anything it holds for the bucket now
+        // (it re-sorts them as soon as it adopts the version that holds it here).
+        self.requeue(&mut all, &[]);
     }
 
     /// Whether every other node routes by map version `v` (or a later one) now.
@@ -1564,7 +1590,7 @@ impl<T, F> Drop for NodeDistributor<T, F> {
         let mut gone = self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
-            + self.held.iter().map(Vec::len).sum::<usize>()
+            + self.held.len()
             + self.undeliverable.len();
         // A handover out of this node ends with it, so the new owner does not hold the
         // bucket's packets for ever; and it sends nothing more, so no migration waits for
