@@ -203,6 +203,72 @@ fn rescheduled_packet_is_next_in_its_new_flow() {
     assert_eq!(d.stats().snapshot().get("rescheduled"), Some(1));
 }
 
+thread_local! {
+    /// `poison_tag` panics at the next poisoned packet it sees while this is set (once).
+    static ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[derive(Debug)]
+struct Poisoned {
+    flow: u64,
+    seq: u64,
+    poison: bool,
+}
+
+fn poison_tag(p: &Poisoned) -> u64 {
+    if p.poison && ARMED.with(|a| a.replace(false)) {
+        panic!("tag panics (test)");
+    }
+    p.flow
+}
+
+/// Two reschedules into flow g wait in the backlog (g's worker has no credit), and `tag`
+/// panics on the second while the backlog is being routed: g must still get them in the
+/// order they were made. (A routing pass that tagged each packet as it went had already
+/// moved the first to the back when the panic came: the backlog was left rotated.)
+#[test]
+fn a_panicking_tag_leaves_the_backlog_in_order() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 1,
+        },
+        poison_tag,
+    )
+    .unwrap();
+    let p = |flow, seq, poison| Poisoned { flow, seq, poison };
+    let (g, a) = (1, 2);
+    d.distribute(&mut vec![p(g, 0, false)]).unwrap();
+    let (wg, g0) = (0..2)
+        .find_map(|w| recv_all(&mut ws[w]).pop().map(|x| (w, x)))
+        .expect("g at a worker");
+    let wo = 1 - wg;
+    // Two packets of flow a, each rescheduled into g by the other worker; g's worker has
+    // no credit, so both wait in the backlog.
+    for seq in 1..=2 {
+        d.distribute(&mut vec![p(a, seq, false)]).unwrap();
+        let mut x = recv_all(&mut ws[wo]).pop().expect("a at the other worker");
+        x.flow = g;
+        x.poison = seq == 2;
+        ws[wo].reschedule(x).unwrap();
+    }
+    ARMED.with(|c| c.set(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        d.distribute(&mut Vec::new()).unwrap();
+    }));
+    assert!(r.is_err(), "tag panicked on the second reschedule");
+    ws[wg].done(g0).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        d.distribute(&mut Vec::new()).unwrap();
+        for x in recv_all(&mut ws[wg]) {
+            seen.push(x.seq);
+            ws[wg].done(x).unwrap();
+        }
+    }
+    assert_eq!(seen, [1, 2], "g's reschedules in the order they were made");
+}
+
 // ---- invariant 3: last worker leaves -----------------------------------------------------
 
 #[test]

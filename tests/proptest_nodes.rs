@@ -1,6 +1,7 @@
 //! Property test: random schedules of the multi-node layout (`distributor::nodes`): inputs
 //! at any node, distributes, worker receives, hand-backs, reschedules across nodes, drops,
-//! collects, workers leaving and rejoining, flow buckets migrating between nodes, all
+//! collects, workers leaving and rejoining, flow buckets migrating between nodes, flushes,
+//! a `tag` that panics, all
 //! driven from one thread, checked against a model of the packets in the
 //! layout; see `tests/support/nodes_model.rs`.
 #![cfg(all(not(loom), feature = "std"))]
@@ -26,7 +27,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => node.clone().prop_map(Op::Collect),
         1 => (node.clone(), w.clone()).prop_map(|(n, w)| Op::Leave(n, w)),
         1 => (node.clone(), w).prop_map(|(n, w)| Op::Rejoin(n, w)),
-        1 => (node.clone(), any::<u8>(), node).prop_map(|(n, f, to)| Op::Migrate(n, f, to)),
+        1 => (node.clone(), any::<u8>(), node.clone()).prop_map(|(n, f, to)| Op::Migrate(n, f, to)),
+        1 => node.prop_map(Op::Flush),
+        1 => (0u8..12).prop_map(Op::Panic),
     ]
 }
 

@@ -485,6 +485,8 @@ pub struct Distributor<T, F> {
     exported: Vec<T>,
     /// In step with `exported`: the poll that read each of them (its `backlog_at`).
     exported_at: Vec<u64>,
+    /// Scratch for the backlog's tags ([`tag_backlog`](Self::tag_backlog)).
+    backlog_tags: Vec<u64>,
     /// Multi-node layout only: tags whose packets wait in the node's queue of released
     /// packets (set by the node before it places another queue, empty otherwise). Input
     /// of such a tag waits behind them: it is newer.
@@ -554,6 +556,7 @@ where
         ownership: None,
         exported: Vec::new(),
         exported_at: Vec::new(),
+        backlog_tags: Vec::new(),
         wait_first: HashSet::default(),
     };
     Ok((dist, workers))
@@ -711,10 +714,9 @@ where
     /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
     /// backlog packets left behind are added to `blocked`.
     fn route_backlog(&mut self) {
+        let tags = self.tag_backlog();
         // The packets left behind keep their order.
-        for _ in 0..self.backlog.len() {
-            // Tag it while it is still in the backlog: if `tag` panics, nothing is lost.
-            let t = (self.tag)(self.backlog.front().expect("counted"));
+        for &t in &tags {
             let p = self.backlog.pop_front().expect("counted");
             let at = self
                 .backlog_at
@@ -748,6 +750,20 @@ where
                 self.backlog_at.push_back(at);
             }
         }
+        self.backlog_tags = tags;
+    }
+
+    /// The backlog's tags, in order, with the backlog untouched: the user's `tag` runs
+    /// here, before any packet moves, so a panic leaves the backlog as it was (a panic
+    /// half-way through a pass that rotates it would leave it out of order). The caller
+    /// gives the `Vec` back to `backlog_tags` (its allocation; lost on a panic).
+    fn tag_backlog(&mut self) -> Vec<u64> {
+        let mut tags = core::mem::take(&mut self.backlog_tags);
+        tags.clear();
+        for p in &self.backlog {
+            tags.push((self.tag)(p));
+        }
+        tags
     }
 
     /// Reads the workers' return rings and routes the backlog now, so that a reschedule
@@ -760,12 +776,12 @@ where
             self.held_back.clear();
             self.route_backlog();
             self.push_staged();
-        } else if let Some(o) = &self.ownership {
+        } else if self.ownership.is_some() {
             // No worker to route to, but reschedules to other nodes' tags still go there
             // first (the rest of the backlog goes back with `NoWorkers`).
-            for _ in 0..self.backlog.len() {
-                // Tagged in place: if `tag` panics, nothing is lost.
-                let t = (self.tag)(self.backlog.front().expect("counted"));
+            let tags = self.tag_backlog();
+            let o = self.ownership.as_ref().expect("matched above");
+            for &t in &tags {
                 let p = self.backlog.pop_front().expect("counted");
                 let at = self
                     .backlog_at
@@ -779,6 +795,7 @@ where
                     self.exported_at.push(at);
                 }
             }
+            self.backlog_tags = tags;
         }
     }
 

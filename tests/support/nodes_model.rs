@@ -11,7 +11,13 @@
 //! - a packet rescheduled to flow `g` by a worker of node `k` reaches a worker before any
 //!   packet of `g` that a later `distribute` call of node `k` takes from its caller;
 //! - every packet collected or dropped was in the layout, once (none twice, none made up);
+//! - a flush that returns `Ok` does so only when every node is flushing and every packet
+//!   in the layout has come back (those left are in the callers' hands);
 //! - after the operations, driving everything to completion returns every packet.
+//!
+//! `tag` may be armed to panic at its k-th call (`Op::Panic`, proptest only: the fuzzer
+//! aborts on any panic); every call into a node is made under `catch_unwind`, and after
+//! a panic the checks above still hold.
 //!
 //! Nodes may migrate the bucket of a flow they own to another node (`migrate`); the
 //! handovers advance in later `distribute` calls. Workers may leave (handing back what
@@ -20,10 +26,14 @@
 //! over a bridge and were given back that way have left their path (documented), so they
 //! are exempt from the order checks from then on.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+use std::time::Duration;
 
 use flowline::distributor::nodes::{self, bucket_of, owner_of, NodeDistributor, NodesConfig};
-use flowline::distributor::Worker;
+use flowline::distributor::{FlushError, Worker};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pkt {
@@ -33,8 +43,41 @@ pub struct Pkt {
     pub moved: bool,
 }
 
+thread_local! {
+    /// `tag` panics when this reaches 0 (then disarms); `u64::MAX`: never.
+    static COUNTDOWN: Cell<u64> = const { Cell::new(u64::MAX) };
+}
+
+const PANIC: &str = "tag panics (model)";
+
 fn tag(p: &Pkt) -> u64 {
+    COUNTDOWN.with(|c| match c.get() {
+        u64::MAX => {}
+        0 => {
+            c.set(u64::MAX);
+            panic!("{PANIC}");
+        }
+        k => c.set(k - 1),
+    });
     p.flow
+}
+
+/// Runs `f`; `None` if the armed `tag` panicked in it (any other panic goes on).
+fn guarded<R>(f: impl FnOnce() -> R) -> Option<R> {
+    static QUIET: Once = Once::new();
+    QUIET.call_once(|| {
+        let hook = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<String>().map(String::as_str) != Some(PANIC) {
+                hook(info);
+            }
+        }));
+    });
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(e) if e.downcast_ref::<String>().map(String::as_str) == Some(PANIC) => None,
+        Err(e) => panic::resume_unwind(e),
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -59,6 +102,10 @@ pub enum Op {
     Rejoin(usize, usize),
     /// Node `.0` migrates the bucket of flow `.1` (mod 8) to node `.2`, if it can.
     Migrate(usize, u8, usize),
+    /// Node `.0` flushes with no time to wait: one round of its flush loop.
+    Flush(usize),
+    /// `tag` panics at its `.0`-th call from now (once).
+    Panic(u8),
 }
 
 type Node = NodeDistributor<Pkt, fn(&Pkt) -> u64>;
@@ -90,6 +137,8 @@ struct State {
     n: usize,
     /// A migration started: flows may be processed off their first owner.
     migrated: bool,
+    /// Per node: whether it counts as flushing (a flush set it; input since cleared it).
+    flushing: Vec<bool>,
 }
 
 impl State {
@@ -155,7 +204,8 @@ impl State {
     /// Worker `w` of `node` back, if it left and its leave has been read.
     fn rejoin(&mut self, node: usize, w: usize) {
         if self.workers[node][w].is_none() {
-            if let Ok(worker) = self.nodes[node].rejoin(w) {
+            let n = &mut self.nodes[node];
+            if let Some(Ok(worker)) = guarded(|| n.rejoin(w)) {
                 self.workers[node][w] = Some((worker, VecDeque::new()));
             }
         }
@@ -163,7 +213,8 @@ impl State {
 
     fn collect(&mut self, node: usize) -> Result<(), String> {
         let mut out = Vec::new();
-        self.nodes[node].collect(&mut out);
+        let n = &mut self.nodes[node];
+        guarded(|| n.collect(&mut out));
         for p in out {
             if self.live.remove(&p.id) != Some(p) {
                 return Err(format!("{p:?} collected at node {node} twice or made up"));
@@ -174,18 +225,16 @@ impl State {
 
     fn distribute(&mut self, node: usize) -> Result<(), String> {
         let offered: Vec<u64> = self.input[node].iter().map(|p| p.id).collect();
-        let r = self.nodes[node].distribute(&mut self.input[node]);
-        // Given back with `NoWorkers`: packets that came over a bridge (entered elsewhere,
-        // or rescheduled at another node) leave their path.
-        if r.is_err() {
-            for p in self.input[node].iter_mut() {
-                if p.entry != node && !p.moved {
-                    p.moved = true;
-                    self.live.insert(p.id, *p);
-                }
-                self.rescheduled
-                    .retain(|&(pid, _, k, _)| pid != p.id || k == node);
-            }
+        if !offered.is_empty() {
+            self.flushing[node] = false;
+        }
+        let (n, input) = (&mut self.nodes[node], &mut self.input[node]);
+        // A panic hands this call's packets back to the caller (in `input`).
+        let r = guarded(|| n.distribute(input));
+        if let Some(Err(_)) = r {
+            let mut back = core::mem::take(&mut self.input[node]);
+            self.given_back(node, &mut back);
+            self.input[node] = back;
         }
         let call = self.calls[node];
         self.calls[node] += 1;
@@ -197,7 +246,56 @@ impl State {
             }
         }
         // `NoWorkers` is an answer, not a failure: the packets are back in the input.
-        let _ = r;
+        Ok(())
+    }
+
+    /// Packets a node gave back with `NoWorkers`: those that came over a bridge (entered
+    /// elsewhere, or rescheduled at another node) leave their path.
+    fn given_back(&mut self, node: usize, back: &mut [Pkt]) {
+        for p in back.iter_mut() {
+            if p.entry != node && !p.moved {
+                p.moved = true;
+                self.live.insert(p.id, *p);
+            }
+            self.rescheduled
+                .retain(|&(pid, _, k, _)| pid != p.id || k == node);
+        }
+    }
+
+    fn flush(&mut self, node: usize) -> Result<(), String> {
+        let mut out = Vec::new();
+        let n = &mut self.nodes[node];
+        let r = guarded(|| n.flush(&mut out, Duration::ZERO));
+        // Flushing from its start, whatever the end.
+        self.flushing[node] = true;
+        for p in out {
+            if self.live.remove(&p.id) != Some(p) {
+                return Err(format!("{p:?} flushed out at node {node} twice or made up"));
+            }
+        }
+        match r {
+            None | Some(Err(FlushError::Timeout { .. })) => {}
+            Some(Ok(())) => {
+                if let Some(k) = self.flushing.iter().position(|&f| !f) {
+                    return Err(format!(
+                        "node {node}'s flush returned, node {k} not flushing"
+                    ));
+                }
+                let with_callers: usize = self.input.iter().map(Vec::len).sum();
+                if self.live.len() != with_callers {
+                    return Err(format!(
+                        "node {node}'s flush returned with {} packets in the layout",
+                        self.live.len() - with_callers
+                    ));
+                }
+            }
+            Some(Err(FlushError::NoWorkers(mut back))) => {
+                // Older than the input still queued here: fed again first.
+                self.given_back(node, &mut back);
+                back.append(&mut self.input[node]);
+                self.input[node] = back;
+            }
+        }
         Ok(())
     }
 }
@@ -234,7 +332,9 @@ pub fn run(
         next_id: 0,
         n,
         migrated: false,
+        flushing: vec![false; n],
     };
+    COUNTDOWN.with(|c| c.set(u64::MAX));
     for (node, ws) in layout {
         st.nodes.push(node);
         st.workers
@@ -307,13 +407,17 @@ pub fn run(
             Op::Rejoin(node, w) => st.rejoin(node % n, w % workers),
             Op::Migrate(node, f, to) => {
                 let b = bucket_of(u64::from(f % 8));
-                if st.nodes[node % n].migrate(b, to % n).is_ok() {
+                let nd = &mut st.nodes[node % n];
+                if let Some(Ok(())) = guarded(|| nd.migrate(b, to % n)) {
                     st.migrated = true;
                 }
             }
+            Op::Flush(node) => st.flush(node % n)?,
+            Op::Panic(k) => COUNTDOWN.with(|c| c.set(u64::from(k))),
         }
     }
     // Drive everything to completion: every packet must come back.
+    COUNTDOWN.with(|c| c.set(u64::MAX));
     for _ in 0..10_000 {
         if st.live.is_empty() {
             break;
