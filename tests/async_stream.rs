@@ -4,33 +4,21 @@
 #![cfg(all(not(loom), feature = "stream"))]
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::stream::FusedStream;
 use futures_core::Stream;
 
+mod support {
+    pub mod waker;
+}
+
 use flowline::fifo::{mpsc, spsc};
-use flowline::wait::{block_on, WaitStrategy};
-
-/// Registers at the first poll that finds nothing (no yields to the executor first).
-const REGISTER_AT_ONCE: WaitStrategy = WaitStrategy::SpinPark {
-    spins: 0,
-    yields: 0,
-};
-
-struct Counter(AtomicUsize);
-impl Wake for Counter {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-fn counting() -> (Arc<Counter>, Waker) {
-    let c = Arc::new(Counter(AtomicUsize::new(0)));
-    (c.clone(), Waker::from(c))
-}
+use flowline::wait::block_on;
+use support::waker::{counting, REGISTER_AT_ONCE};
 
 /// Every item of `s` until it ends, awaited on this thread.
 fn collect<S: Stream + Unpin>(s: &mut S) -> Vec<S::Item> {

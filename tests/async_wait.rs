@@ -6,31 +6,17 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+mod support {
+    pub mod waker;
+}
 
 use flowline::fifo::{mpsc, spsc};
 use flowline::wait::{block_on, WaitError, WaitStrategy};
-
-/// Registers at the first poll that finds nothing (no yields to the executor first).
-const REGISTER_AT_ONCE: WaitStrategy = WaitStrategy::SpinPark {
-    spins: 0,
-    yields: 0,
-};
-
-/// A waker that counts its wakes.
-struct Counter(AtomicUsize);
-impl Wake for Counter {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-fn counting() -> (Arc<Counter>, Waker) {
-    let c = Arc::new(Counter(AtomicUsize::new(0)));
-    (c.clone(), Waker::from(c))
-}
+use support::waker::{counting, REGISTER_AT_ONCE};
 
 /// xorshift64 for random delays.
 fn rng(seed: u64) -> impl FnMut() -> u64 {
