@@ -205,3 +205,42 @@ fn registry_totals_never_go_back_across_leave_remove_and_add() {
         assert_eq!(out, [7]);
     });
 }
+
+/// A hand-back the distributor has read is in the registry's totals already: the worker
+/// counts it before it publishes it, so the ring's release and acquire order the count
+/// too. (Counted after the publication, a flush could return while the totals still
+/// missed the last packets: seen once under Miri in `tests/nodes.rs`.) Fails with the
+/// count after the push.
+#[test]
+fn a_hand_back_the_distributor_has_read_is_in_the_totals() {
+    loom::model(|| {
+        let (mut d, mut ws) = distributor::new(
+            Config {
+                workers: 1,
+                credit: 1,
+            },
+            |p: &u8| u64::from(*p),
+        )
+        .unwrap();
+        let reg = d.registry();
+        let mut w = ws.pop().unwrap();
+        assert_eq!(d.distribute(&mut vec![7]).unwrap(), 1);
+        let t = thread::spawn(move || {
+            let mut b = Vec::new();
+            assert_eq!(w.recv_burst(&mut b, 1).unwrap(), 1);
+            w.done_burst(&mut b).unwrap();
+            // Kept alive until joined: its leave is not part of this model.
+            w
+        });
+        let mut out = Vec::new();
+        while d.collect(&mut out) == 0 {
+            thread::yield_now();
+        }
+        assert_eq!(
+            reg.totals().get("returned"),
+            Some(1),
+            "a packet back at the distributor is in the totals"
+        );
+        drop(t.join().unwrap());
+    });
+}

@@ -389,13 +389,15 @@ impl<T> Worker<T> {
         if self.held == 0 {
             return Err(NotHeld(pkt));
         }
+        // Counted before the hand-back is published: a reader that has seen it come back
+        // (a flush that returned) finds it in the totals too.
+        self.ends.stats.add(RETURNED, 1);
         if self.ends.done.push(pkt).is_err() {
             unreachable!("done ring sized to the worker's credit cannot be full");
         }
         self.ends.wake.notify();
         self.held -= 1;
         self.handed += 1;
-        self.ends.stats.add(RETURNED, 1);
         Ok(())
     }
 
@@ -419,6 +421,11 @@ impl<T> Worker<T> {
     /// ```
     pub fn done_burst(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
         let n = pkts.len().min(self.held);
+        // All `n` are pushed (below). Counted before the hand-back is published: a reader that has seen it come back
+        // (a flush that returned) finds it in the totals too.
+        if n > 0 {
+            self.ends.stats.add(RETURNED, n as u64);
+        }
         let pushed = self.ends.done.push_burst_iter(&mut pkts.drain(..n));
         // The return ring holds at least as many entries as this worker may hold.
         assert_eq!(
@@ -429,7 +436,6 @@ impl<T> Worker<T> {
         self.handed += n as u64;
         if n > 0 {
             self.ends.wake.notify();
-            self.ends.stats.add(RETURNED, n as u64);
         }
         if pkts.is_empty() {
             Ok(())
@@ -461,10 +467,12 @@ impl<T> Worker<T> {
             return Err(NotHeld(pkt));
         }
         drop(pkt);
+        // Counted before the hand-back is published: a reader that has seen it come back
+        // (a flush that returned) finds it in the totals too.
+        self.ends.stats.add(DROPPED, 1);
         self.post(Ret::Dropped { at: self.handed });
         self.held -= 1;
         self.handed += 1;
-        self.ends.stats.add(DROPPED, 1);
         Ok(())
     }
 
@@ -495,13 +503,15 @@ impl<T> Worker<T> {
         if self.held == 0 {
             return Err(NotHeld(pkt));
         }
+        // Counted before the hand-back is published: a reader that has seen it come back
+        // (a flush that returned) finds it in the totals too.
+        self.ends.stats.add(RESCHEDULED, 1);
         self.post(Ret::Resched {
             at: self.handed,
             pkt,
         });
         self.held -= 1;
         self.handed += 1;
-        self.ends.stats.add(RESCHEDULED, 1);
         Ok(())
     }
 
@@ -543,10 +553,11 @@ impl<T> Worker<T> {
             self.handed += 1;
         }
         while self.held > 0 {
+            // Counted before it is published, as in `drop_packet`.
+            self.ends.stats.add(DROPPED, 1);
             self.post_quietly(Ret::Dropped { at: self.handed });
             self.held -= 1;
             self.handed += 1;
-            self.ends.stats.add(DROPPED, 1);
         }
         // `Drop` posts the leave marker and parks the ring ends.
         drop(self);
@@ -567,10 +578,11 @@ impl<T> Drop for Worker<T> {
     fn drop(&mut self) {
         if self.held > 0 {
             let n = self.held as u64;
+            // Counted before it is published, as in `drop_packet`.
+            self.ends.stats.add(LOST, n);
             self.post_quietly(Ret::Lost { at: self.handed, n });
             self.handed += n;
             self.held = 0;
-            self.ends.stats.add(LOST, n);
         }
         self.post(Ret::Leave { at: self.handed });
         // SAFETY: `ends` is taken exactly once, here in `Drop`; no method runs after.
