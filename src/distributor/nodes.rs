@@ -883,6 +883,8 @@ where
             let before = self.sorted[self.id].len();
             self.dist.poll_returns();
             self.refresh_behind();
+            // Nothing released waits (checked above); a panic may have left the set.
+            self.dist.wait_first.clear();
             match self
                 .dist
                 .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX)
@@ -1292,7 +1294,9 @@ where
                 // arrived.
                 self.dist.poll_returns();
                 self.refresh_behind();
+                // (Set anew for every queue: a panic in the step before may have left it.)
                 let (mut old, arrived) = if s == id {
+                    self.dist.wait_first.clear();
                     (usize::MAX, 0)
                 } else {
                     self.wait_behind_released();
