@@ -12,8 +12,9 @@
 //! Decisions use the fill smoothed over samples (an exponential average, a quarter of the
 //! weight on the newest), so fills that swing between samples do not trigger migrations.
 //! A node whose smoothed fill stayed at or above `high` for `patience` samples in a row, while
-//! another node's was at least `margin` lower, moves one bucket to the least filled such
-//! node: the bucket whose packets at its workers come closest to half the gap without
+//! another node's was below `high` and at least `margin` lower, moves one bucket to the
+//! least filled such node (a node that is loaded itself takes nothing: between saturated
+//! nodes the difference is noise, and chasing it only costs handovers): the bucket whose packets at its workers come closest to half the gap without
 //! exceeding it (moving more would just move the overload). The packets at its workers
 //! say how much each bucket weighs: the distributor keeps the tag of every packet in
 //! flight for its order check, so counting them costs nothing on the hot path. While the
@@ -38,7 +39,8 @@ pub struct BalancePolicy {
     /// Fill (per-mille of the node's worker credit in use) at and above which a node is
     /// loaded, 1 to 1000.
     pub high: u32,
-    /// How much lower (per-mille) another node's fill must be to take a bucket, 1 to 1000.
+    /// How much lower (per-mille) another node's fill must be to take a bucket, 1 to 1000;
+    /// it must also be below `high` (not loaded itself).
     pub margin: u32,
     /// Loaded samples in a row before a node moves a bucket, at least 1.
     pub patience: u32,
@@ -160,8 +162,11 @@ impl Balancer {
         others: impl Iterator<Item = (usize, u32)>,
     ) -> Option<(usize, u32)> {
         let p = self.policy;
+        // A node that is loaded itself takes nothing: between two saturated nodes the
+        // difference of their fills is noise, and moving buckets back and forth on it
+        // only costs handovers.
         let target = others
-            .filter(|&(_, f)| f.saturating_add(p.margin) <= own)
+            .filter(|&(_, f)| f < p.high && f.saturating_add(p.margin) <= own)
             .min_by_key(|&(n, f)| (f, n));
         match target {
             Some((to, f)) if own >= p.high => {
@@ -250,6 +255,14 @@ mod tests {
             assert_eq!(b.decide(900, [(1, 601), (2, 950)].into_iter()), None);
         }
         assert_eq!(b.decide(1000, [(1, 601)].into_iter()), None);
+        // A node that is loaded itself takes nothing, however much lower its fill.
+        let mut b = Balancer::new(policy());
+        for _ in 0..10 {
+            assert_eq!(b.decide(1000, [(1, 700)].into_iter()), None);
+        }
+        assert_eq!(b.decide(1000, [(1, 699)].into_iter()), None);
+        assert_eq!(b.decide(1000, [(1, 699)].into_iter()), None);
+        assert_eq!(b.decide(1000, [(1, 699)].into_iter()), Some((1, 301)));
         // The least filled node wins; equal fills go to the lower node.
         let mut b = Balancer::new(policy());
         let others = || [(2, 100), (1, 100), (3, 50)].into_iter();
