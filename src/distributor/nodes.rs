@@ -418,6 +418,10 @@ pub struct NodeDistributor<T, F> {
     drain: Option<Drain>,
     /// The balance policy's state, when balancing ([`NodeDistributor::set_balance`]).
     balancer: Option<Balancer>,
+    /// The backlog a step that found no worker took out (leavers' hand-backs, older than
+    /// anything waiting here, and reschedules): it goes back to the caller first, in the
+    /// same call. Empty between calls.
+    no_workers_backlog: Vec<T>,
 }
 
 /// A bucket migrating out of this node: what its handover still waits for.
@@ -578,6 +582,7 @@ where
                 released: 0,
                 drain: None,
                 balancer: None,
+                no_workers_backlog: Vec::new(),
             },
             workers,
         ));
@@ -654,6 +659,13 @@ where
     ///
     /// [`MigrateError`]: a bucket or node out of range, the node itself, a bucket this
     /// node does not own, a migration still in progress here, or a dropped destination.
+    ///
+    /// # Panics
+    ///
+    /// If the user's `tag` panics while this call brings the node's copy of the map up
+    /// to date (it re-sorts reschedules waiting for bridge room): before the new map is
+    /// published nothing has changed; after it, the migration has started
+    /// ([`migrating`](Self::migrating) says so) and goes on at the next calls.
     ///
     /// ```
     /// use flowline::distributor::nodes::{self, bucket_of, NodesConfig};
@@ -875,20 +887,23 @@ where
         self.publish();
         let r = self.pump_local();
         let r = r.and_then(|()| {
-            if !self.inbound[self.id].is_empty() {
-                // Released packets of a bucket that migrated here wait for credit: later
-                // input must not overtake them (it goes back to the caller).
-                return Ok(());
-            }
             let before = self.sorted[self.id].len();
             self.dist.poll_returns();
             self.refresh_behind();
-            // Nothing released waits (checked above); a panic may have left the set.
-            self.dist.wait_first.clear();
-            match self
+            // Input of the flows whose released packets still wait for credit waits behind
+            // them (back to the caller); the other flows go on.
+            self.wait_behind_released();
+            if self.dist.active_workers() == 0 {
+                return Err(self.no_workers());
+            }
+            let res = self
                 .dist
-                .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX)
-            {
+                .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX);
+            self.dist.wait_first.clear();
+            // Reschedules this last poll read for a bucket held here: queued now, before a
+            // later call's release could let a newer one of their flow go first.
+            self.export_reschedules();
+            match res {
                 Ok(n) => {
                     placed += n;
                     Ok(())
@@ -906,6 +921,9 @@ where
             // The released packets first: the other queues' packets of their flows are
             // newer.
             let id = self.id;
+            // The backlog first: a leaver's hand-backs are older than what waits here.
+            self.finished += self.no_workers_backlog.len() as u64;
+            pkts.append(&mut self.no_workers_backlog);
             for s in core::iter::once(id).chain((0..self.nodes).filter(|&s| s != id)) {
                 self.finished += self.inbound[s].len() as u64;
                 pkts.append(&mut self.inbound[s]);
@@ -1302,6 +1320,9 @@ where
                     self.wait_behind_released();
                     (0, self.inbound_at[s])
                 };
+                if self.dist.active_workers() == 0 {
+                    return Err(self.no_workers());
+                }
                 let r = self
                     .dist
                     .distribute_polled(&mut self.inbound[s], &mut old, arrived);
@@ -1314,6 +1335,19 @@ where
             }
         }
         Ok(())
+    }
+
+    /// No active worker here: takes the backlog out, to go back to the caller in front of
+    /// everything else this call hands back, and answers `NoWorkers`.
+    fn no_workers(&mut self) -> NoWorkers {
+        let mut v = core::mem::take(&mut self.no_workers_backlog);
+        // With no active worker this only moves the backlog to the front of `v`; no user
+        // code runs.
+        let r = self.dist.distribute_polled(&mut v, &mut 0, 0);
+        debug_assert_eq!(r, Err(NoWorkers));
+        self.no_workers_backlog = v;
+        self.dist.wait_first.clear();
+        NoWorkers
     }
 
     /// Tells the local distributor the flows of the released packets still waiting in
@@ -1394,6 +1428,9 @@ where
     /// call if it panics: a version counts as adopted, and held packets as looked at for
     /// a version, only once they are done.
     fn refresh_map(&mut self) {
+        // Reschedules set aside by the current copy (a panic may have left some) are
+        // queued by it first, before a release can let newer ones of their flows pass.
+        self.export_reschedules();
         let own = self.dist.ownership.as_mut().expect("set by nodes::new");
         self.map.refresh(own);
         let version = own.version();
