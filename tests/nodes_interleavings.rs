@@ -229,3 +229,181 @@ fn the_last_worker_leaving_mid_call_gives_a_flows_packets_back_in_order() {
     let pos = |s| order.iter().position(|&(_, q)| q == s).unwrap();
     assert!(pos(1) < pos(2), "p1 before p2 in the give-back: {order:?}");
 }
+
+/// A released packet g/2 (entered at node 0, waiting for credit) and a reschedule r into
+/// g read after it: r must go after g/2 (invariant 4; `behind` holds it back in the normal
+/// path). The last worker leaves mid-call; the give-back must keep g/1 (hand-back),
+/// g/2, r.
+#[test]
+fn with_no_worker_left_a_reschedule_goes_back_behind_a_released_packet_of_its_flow() {
+    let g = (0..).find(|&t| owner_of(t, 2) == 1).unwrap();
+    let h = (0..)
+        .find(|&t| owner_of(t, 2) == 0 && bucket_of(t) != bucket_of(g))
+        .unwrap();
+    let k = (h + 1..)
+        .find(|&t| owner_of(t, 2) == 0 && bucket_of(t) != bucket_of(g))
+        .unwrap();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 2,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, w0) = layout.pop().unwrap();
+    let w0 = std::rc::Rc::new(RefCell::new(w0));
+    let mut b = Vec::new();
+    // Node 0's worker holds q (flow k).
+    assert_eq!(n0.distribute(&mut vec![pkt(k, 50)]), Ok(1));
+    w0.borrow_mut()[0].recv_burst(&mut b, 1).unwrap();
+    let q = b.pop().unwrap();
+    // g's handover 1 -> 0 pending while node 1's worker holds y.
+    n1.distribute(&mut vec![pkt(g, 0)]).unwrap();
+    w1[0].recv_burst(&mut b, 1).unwrap();
+    let y = b.pop().unwrap();
+    n1.migrate(bucket_of(g), 0).unwrap();
+    n0.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(n0.distribute(&mut vec![pkt(g, 1), pkt(g, 2)]), Ok(2));
+    w1[0].done(y).unwrap();
+    for _ in 0..5 {
+        n1.distribute(&mut Vec::new()).unwrap();
+    }
+    assert!(!n1.migrating());
+    // A packet of h crosses to node 0 (a second pump step there).
+    assert_eq!(n1.distribute(&mut vec![pkt(h, 3)]), Ok(1));
+    // Node 0: releases g/1, g/2; g/1 placed (credit 2: q and g/1), g/2 waits. While the
+    // node tags g/2, the worker reschedules q into g and leaves.
+    let ww = w0.clone();
+    SKIP.with(|s| s.set(1)); // release_held tags g/2 first
+    HOOK.with(|hk| {
+        *hk.borrow_mut() = Some((
+            2,
+            Box::new(move || {
+                let mut w = ww.borrow_mut().pop().unwrap();
+                let mut r = q;
+                r.flow = g;
+                w.reschedule(r).unwrap();
+                w.leave(Vec::new()).unwrap();
+            }),
+        ))
+    });
+    let mut back = Vec::new();
+    assert_eq!(n0.distribute(&mut back), Err(NoWorkers));
+    assert!(HOOK.with(|hk| hk.borrow().is_none()), "hook fired");
+    let order: Vec<(u64, u64)> = back.iter().map(|p| (p.flow, p.seq)).collect();
+    let pos = |s| order.iter().position(|&(_, q)| q == s).unwrap();
+    // The caller re-feeds the give-back after a worker rejoins: the worker's order for g.
+    let mut w = n0.rejoin(0).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        let _ = n0.distribute(&mut back);
+        let mut got = Vec::new();
+        w.recv_burst(&mut got, 8).unwrap();
+        for p in got {
+            if p.flow == g {
+                seen.push(p.seq);
+            }
+            w.done(p).unwrap();
+        }
+    }
+    assert!(pos(1) < pos(2), "hand-back g/1 before g/2: {order:?}");
+    assert!(pos(2) < pos(50), "g/2 waited before r was read: {order:?}");
+    assert_eq!(seen, [1, 2, 50]);
+}
+
+/// A bridged packet h/3 waits at node 0 for credit; a reschedule r into h is read after
+/// it (held back behind it in the normal path). The last worker leaves after the bridge
+/// step: give-back order h/3, r.
+#[test]
+fn with_no_worker_left_a_reschedule_goes_back_behind_a_bridged_packet_of_its_flow() {
+    let h = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
+    let k = (h + 1..).find(|&t| owner_of(t, 2) == 0).unwrap();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 1,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, _w1) = layout.pop().unwrap();
+    let (mut n0, w0) = layout.pop().unwrap();
+    let w0 = std::rc::Rc::new(RefCell::new(w0));
+    let mut b = Vec::new();
+    assert_eq!(n0.distribute(&mut vec![pkt(k, 50)]), Ok(1));
+    w0.borrow_mut()[0].recv_burst(&mut b, 1).unwrap();
+    let q = b.pop().unwrap();
+    assert_eq!(n1.distribute(&mut vec![pkt(h, 3)]), Ok(1));
+    let ww = w0.clone();
+    HOOK.with(|hk| {
+        *hk.borrow_mut() = Some((
+            3,
+            Box::new(move || {
+                let mut w = ww.borrow_mut().pop().unwrap();
+                let mut r = q;
+                r.flow = h;
+                w.reschedule(r).unwrap();
+                w.leave(Vec::new()).unwrap();
+            }),
+        ))
+    });
+    let mut back = Vec::new();
+    assert_eq!(n0.distribute(&mut back), Err(NoWorkers));
+    assert!(HOOK.with(|hk| hk.borrow().is_none()), "hook fired");
+    let order: Vec<(u64, u64)> = back.iter().map(|p| (p.flow, p.seq)).collect();
+    let pos = |s| order.iter().position(|&(_, q)| q == s).unwrap();
+    assert!(pos(3) < pos(50), "h/3 arrived before r was read: {order:?}");
+}
+
+/// Docs of `distribute`'s NoWorkers: "reschedules and packets for other nodes still go
+/// onto their bridges". A reschedule into node 1's flow u, read by a later step's poll
+/// together with the leave, comes back to node 0's caller instead.
+#[test]
+fn with_no_worker_left_a_reschedule_for_another_node_still_goes_to_it() {
+    let h = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
+    let k = (h + 1..).find(|&t| owner_of(t, 2) == 0).unwrap();
+    let u = (0..).find(|&t| owner_of(t, 2) == 1).unwrap();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 1,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, _w1) = layout.pop().unwrap();
+    let (mut n0, w0) = layout.pop().unwrap();
+    let w0 = std::rc::Rc::new(RefCell::new(w0));
+    let mut b = Vec::new();
+    assert_eq!(n0.distribute(&mut vec![pkt(k, 50)]), Ok(1));
+    w0.borrow_mut()[0].recv_burst(&mut b, 1).unwrap();
+    let q = b.pop().unwrap();
+    assert_eq!(n1.distribute(&mut vec![pkt(h, 3)]), Ok(1));
+    let ww = w0.clone();
+    HOOK.with(|hk| {
+        *hk.borrow_mut() = Some((
+            3,
+            Box::new(move || {
+                let mut w = ww.borrow_mut().pop().unwrap();
+                let mut r = q;
+                r.flow = u;
+                w.reschedule(r).unwrap();
+                w.leave(Vec::new()).unwrap();
+            }),
+        ))
+    });
+    let mut back = Vec::new();
+    let sent_before = n0.bridge_stats().sent;
+    assert_eq!(n0.distribute(&mut back), Err(NoWorkers));
+    let order: Vec<(u64, u64)> = back.iter().map(|p| (p.flow, p.seq)).collect();
+    assert!(
+        !order.contains(&(u, 50)),
+        "a reschedule for node 1's flow came back to node 0's caller: {order:?}"
+    );
+    // It waits for node 1's bridge, and crosses with node 0's next call.
+    let _ = n0.distribute(&mut Vec::new());
+    assert_eq!(
+        n0.bridge_stats().sent - sent_before,
+        1,
+        "r crossed to node 1"
+    );
+}

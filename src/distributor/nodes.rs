@@ -419,9 +419,11 @@ pub struct NodeDistributor<T, F> {
     /// The balance policy's state, when balancing ([`NodeDistributor::set_balance`]).
     balancer: Option<Balancer>,
     /// The backlog a step that found no worker took out (leavers' hand-backs, older than
-    /// anything waiting here, and reschedules): it goes back to the caller first, in the
-    /// same call. Empty between calls.
+    /// anything waiting here, and reschedules): it goes back to the caller in the same
+    /// call, merged with what waits here. Empty between calls.
     no_workers_backlog: Vec<T>,
+    /// In step with `no_workers_backlog`: the poll that read each (0: a leaver's hand-back).
+    no_workers_at: Vec<u64>,
 }
 
 /// A bucket migrating out of this node: what its handover still waits for.
@@ -583,6 +585,7 @@ where
                 drain: None,
                 balancer: None,
                 no_workers_backlog: Vec::new(),
+                no_workers_at: Vec::new(),
             },
             workers,
         ));
@@ -921,13 +924,34 @@ where
             // The released packets first: the other queues' packets of their flows are
             // newer.
             let id = self.id;
-            // The backlog first: a leaver's hand-backs are older than what waits here.
-            self.finished += self.no_workers_backlog.len() as u64;
-            pkts.append(&mut self.no_workers_backlog);
-            for s in core::iter::once(id).chain((0..self.nodes).filter(|&s| s != id)) {
-                self.finished += self.inbound[s].len() as u64;
-                pkts.append(&mut self.inbound[s]);
+            // Merged by when this node read each, as the normal path orders them: a
+            // leaver's hand-backs first (older than anything waiting here), then the
+            // released queue, then reschedules and bridged packets by their polls (a
+            // reschedule after what arrived before it was read).
+            let mut keyed: Vec<((u64, u8), T)> = Vec::new();
+            let at = core::mem::take(&mut self.no_workers_at);
+            for (p, a) in self.no_workers_backlog.drain(..).zip(at) {
+                keyed.push((
+                    if a == 0 {
+                        (0, 0)
+                    } else {
+                        (hold_key(a, true), 0)
+                    },
+                    p,
+                ));
             }
+            for p in self.inbound[id].drain(..) {
+                keyed.push(((0, 1), p));
+            }
+            for s in (0..self.nodes).filter(|&s| s != id) {
+                let k = hold_key(self.inbound_at[s], false);
+                for p in self.inbound[s].drain(..) {
+                    keyed.push(((k, 0), p));
+                }
+            }
+            keyed.sort_by_key(|&(k, _)| k);
+            self.finished += keyed.len() as u64;
+            pkts.extend(keyed.into_iter().map(|(_, p)| p));
         }
         // Local packets not placed (with the backlog in front on `NoWorkers`): all had
         // entered, so going back to the caller they count as finished. Then reschedules
@@ -1337,15 +1361,18 @@ where
         Ok(())
     }
 
-    /// No active worker here: takes the backlog out, to go back to the caller in front of
-    /// everything else this call hands back, and answers `NoWorkers`.
+    /// No active worker here: sends the backlog's reschedules for other nodes (or held
+    /// buckets) to their queues, takes the rest out with the polls that read it (to go
+    /// back to the caller merged with what waits here, in the order it was read), and
+    /// answers `NoWorkers`.
     fn no_workers(&mut self) -> NoWorkers {
-        let mut v = core::mem::take(&mut self.no_workers_backlog);
-        // With no active worker this only moves the backlog to the front of `v`; no user
-        // code runs.
-        let r = self.dist.distribute_polled(&mut v, &mut 0, 0);
-        debug_assert_eq!(r, Err(NoWorkers));
-        self.no_workers_backlog = v;
+        // Reschedules to other nodes' tags (or to buckets held here) go to their queues
+        // first, as in a step with workers; `tag` may panic here, before anything is
+        // taken out.
+        self.dist.route_polled();
+        self.export_reschedules();
+        self.no_workers_backlog.extend(self.dist.backlog.drain(..));
+        self.no_workers_at.extend(self.dist.backlog_at.drain(..));
         self.dist.wait_first.clear();
         NoWorkers
     }
