@@ -28,8 +28,11 @@
 //! the announcement and notifies (it takes the mutex, so it cannot notify between the
 //! sleeper's re-check and its wait), or the sleeper's re-check sees the new index.
 //!
-//! On Linux the barriers are asymmetric: the light one is a compiler fence, the heavy one
-//! the `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` system call, which makes every CPU
+//! On Linux the barriers are asymmetric: the light one only keeps the compiler from
+//! moving the load before the store (on x86_64 the load is an `asm!` block that may read
+//! memory and writes none, so the ring end's fields stay in registers across it; elsewhere
+//! a compiler fence), the heavy one the `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`
+//! system call, which makes every CPU
 //! running a thread of this process execute a full memory barrier before it returns (a few
 //! microseconds, paid by the thread about to sleep). Where that call is unavailable (other
 //! systems, old kernels, seccomp filters), under Miri and under loom, both barriers are
@@ -38,11 +41,12 @@
 //! documented guarantee.
 //!
 //! Costs to know about:
-//! - the check is not free in instructions: a single-thread push / pop loop runs 45.8
-//!   instructions per pair with it against 32.0 without (callgrind), because the
-//!   compiler keeps less in registers around the possible wake-up; single-item
-//!   throughput across cores measured about 0.8x of the ring without it. Bursts pay it
-//!   once per burst.
+//! - the check is not free in instructions: a single-thread loop of 4 pushes and 4 pops
+//!   (`valgrind --tool=callgrind`, 8M pairs) runs 39.8 instructions per pair on a
+//!   waitable ring against 32.3 on a `channel` ring. With a compiler fence as the light
+//!   barrier it ran 44.8, and single items across cores measured 0.77-0.95x of the
+//!   `channel` ring; with the `asm!` load, 0.95-1.04x (indistinguishable on this
+//!   machine). Bursts pay the check once per burst.
 //! - each sleep runs the heavy barrier: on Linux it interrupts every CPU that is running a
 //!   thread of this process (an IPI; microseconds), busy pollers on isolated cores
 //!   included. Threads that sleep often (a consumer whose producer trickles) make the
@@ -208,6 +212,10 @@ mod membarrier {
     /// happens before either end of any ring runs on another thread.
     pub(super) fn register() {
         REGISTER.call_once(|| {
+            // The process opted out: symmetric fences (see `asymmetric_barriers`).
+            if std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| v != "0") {
+                return;
+            }
             let supported = membarrier(CMD_QUERY);
             let wanted = CMD_PRIVATE_EXPEDITED | CMD_REGISTER_PRIVATE_EXPEDITED;
             if supported >= 0
@@ -220,6 +228,13 @@ mod membarrier {
                 READY.store(1, Ordering::Relaxed);
             }
         });
+    }
+
+    /// The flag `ready` reads, for the publisher's `asm!` check (1 = registered).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn ready_flag() -> *const u8 {
+        READY.as_ptr()
     }
 
     #[inline(always)]
@@ -242,7 +257,39 @@ pub(crate) fn register() {
     membarrier::register();
 }
 
-/// The publisher's half: orders its index store before its load of the sleeper count.
+/// Whether this process pairs the waitable rings' checks with `membarrier`: publishers then
+/// pay no fence, and each thread that goes to sleep interrupts the CPUs running this
+/// process's other threads once (see the [module docs](self)). `false` where the call is
+/// unavailable (other systems, kernels before 4.14, a seccomp filter), under Miri and
+/// loom, and when the environment variable `FLOWLINE_NO_MEMBARRIER` is set (to anything
+/// but `0`) at the first ring's creation: then every publication of a waitable ring runs
+/// a full fence (tens of cycles) and sleeps interrupt nobody, the better trade for a
+/// process whose busy pollers on isolated cores must never be interrupted.
+///
+/// Decided once per process, when the first ring is created; this call creates none and
+/// answers `false` before that.
+///
+/// ```
+/// let _ring = flowline::fifo::spsc::waitable::<u32>(8).unwrap();
+/// let asymmetric = flowline::wait::asymmetric_barriers();
+/// if std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| v != "0") {
+///     assert!(!asymmetric);
+/// }
+/// ```
+pub fn asymmetric_barriers() -> bool {
+    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+    {
+        membarrier::ready()
+    }
+    #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
+    {
+        false
+    }
+}
+
+/// The publisher's half: orders its index store before its load of the sleeper count
+/// (on x86_64 Linux, `Sleepers::waiting_after_publish` runs it inside its `asm!` load).
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(loom), not(miri))))]
 #[inline(always)]
 fn light_barrier() {
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
@@ -351,11 +398,51 @@ impl Sleepers {
     /// The publisher's check, right after it stored its index: wakes the sleepers, if any.
     #[inline(always)]
     pub(crate) fn notify(&self) {
-        light_barrier();
-        // Relaxed: the barrier pair orders this load after the index store and against the
-        // sleeper's announcement (module docs); the wake itself synchronises via the mutex.
-        if self.waiting.load(Ordering::Relaxed) != 0 {
+        if self.waiting_after_publish() != 0 {
             self.wake_all();
+        }
+    }
+
+    /// The sleeper count, loaded after the caller's index store: the light barrier and
+    /// the load.
+    #[inline(always)]
+    fn waiting_after_publish(&self) -> u32 {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64", not(loom), not(miri)))]
+        {
+            // One `asm!` block is the light barrier and the load. It may read memory (not
+            // `nomem`), so the compiler cannot move it before the index store, which it
+            // might read; it writes none (`readonly`), so the compiler keeps the ring end's
+            // fields in registers across it. A compiler fence would also make it reload
+            // them after every publication (~4 instructions per single push). Without
+            // membarrier the block runs `mfence` before the load (the full fence the
+            // sleeper's plain fence pairs with); with it, the CPU's store-load order is
+            // the heavy barrier's part (module docs).
+            let waiting: u32;
+            // SAFETY: `ready` points at a live `u8` static and `p` at a live `AtomicU32`;
+            // the block reads one byte and one aligned 4-byte word (an atomic load on
+            // x86_64), writes no memory and leaves the stack alone, as declared.
+            unsafe {
+                core::arch::asm!(
+                    "cmp byte ptr [{ready}], 1",
+                    "je 2f",
+                    "mfence",
+                    "2:",
+                    "mov {w:e}, dword ptr [{p}]",
+                    ready = in(reg) membarrier::ready_flag(),
+                    p = in(reg) self.waiting.as_ptr(),
+                    w = out(reg) waiting,
+                    options(nostack, readonly),
+                );
+            }
+            waiting
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(loom), not(miri))))]
+        {
+            light_barrier();
+            // Relaxed: the barrier pair orders this load after the index store and against
+            // the sleeper's announcement (module docs); the wake itself synchronises via
+            // the mutex.
+            self.waiting.load(Ordering::Relaxed)
         }
     }
 

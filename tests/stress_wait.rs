@@ -2,7 +2,9 @@
 //! random delays on both sides, so that sleeps start and publications land in every order.
 //! A lost wake-up shows as a wait that ends with a timeout (the tests fail on any).
 //! `STRESS_WAIT_CYCLES` sets the number of items (default 1,000,000 natively; CI's
-//! ThreadSanitizer run uses fewer; Miri runs a few hundred).
+//! ThreadSanitizer run uses fewer; Miri runs a few hundred). CI runs this file a second
+//! time with `FLOWLINE_NO_MEMBARRIER=1`, so the symmetric fences (what runs where
+//! membarrier is unavailable) are stressed natively too.
 #![cfg(all(not(loom), feature = "std"))]
 
 use std::time::{Duration, Instant};
@@ -18,6 +20,19 @@ fn cycles() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000)
+}
+
+/// The opt-out of the asymmetric barriers is honoured (the rest of this file then stresses
+/// the symmetric fences).
+#[test]
+fn the_membarrier_opt_out_is_honoured() {
+    let _ring = spsc::waitable::<u8>(1).unwrap();
+    let opted_out = std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| v != "0");
+    let asymmetric = flowline::wait::asymmetric_barriers();
+    eprintln!("asymmetric barriers (membarrier): {asymmetric}");
+    if opted_out || cfg!(miri) || !cfg!(target_os = "linux") {
+        assert!(!asymmetric);
+    }
 }
 
 /// A wait that must not time out unless a wake-up was lost.

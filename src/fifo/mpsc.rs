@@ -772,6 +772,18 @@ impl<T, W: WaitMode> Producer<T, W> {
         // Acquire: pairs with the Release store in the consumer's Drop.
         self.shared.cold.consumer_gone.load(Ordering::Acquire)
     }
+
+    /// `is_abandoned` for the waiting pushes' fast path, which on `true` only gives its
+    /// item back: a Relaxed load (no edge needed: nothing the consumer wrote is read
+    /// after it), so the compiler keeps this end's fields in registers across it, which
+    /// an Acquire load makes it reload.
+    #[cfg(feature = "std")]
+    #[inline(always)]
+    fn consumer_gone_now(&self) -> bool {
+        // Relaxed: see above; the wait loop's checks that can end in Disconnected after a
+        // failed push use the Acquire form.
+        self.shared.cold.consumer_gone.load(Ordering::Relaxed)
+    }
 }
 
 fn ring_len<T>(shared: &Shared<T>) -> usize {
@@ -1364,7 +1376,7 @@ impl<T> Producer<T, Wait> {
     #[inline]
     pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
         // The fast path is `push` and one load of a line nobody writes until the drop.
-        if self.is_abandoned() {
+        if self.consumer_gone_now() {
             return Err(PushWaitError {
                 error: WaitError::Disconnected,
                 value,
