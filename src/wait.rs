@@ -44,9 +44,9 @@
 //! - the check is not free in instructions: a single-thread loop of 4 pushes and 4 pops
 //!   (`valgrind --tool=callgrind`, 8M pairs) runs 39.8 instructions per pair on a
 //!   waitable ring against 32.3 on a `channel` ring. With a compiler fence as the light
-//!   barrier it ran 44.8, and single items across cores measured 0.77-0.95x of the
-//!   `channel` ring; with the `asm!` load, 0.95-1.04x (indistinguishable on this
-//!   machine). Bursts pay the check once per burst.
+//!   barrier it ran 44.8, and single items across cores measured 0.77-0.98x of the
+//!   `channel` ring; with the `asm!` load, 0.95-1.29x (8 alternating runs each: no cost
+//!   this 2-vCPU machine can see). Bursts pay the check once per burst.
 //! - each sleep runs the heavy barrier: on Linux it interrupts every CPU that is running a
 //!   thread of this process (an IPI; microseconds), busy pollers on isolated cores
 //!   included. Threads that sleep often (a consumer whose producer trickles) make the
