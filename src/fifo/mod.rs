@@ -53,17 +53,9 @@ macro_rules! async_waits {
                     !this.done,
                     concat!(stringify!($ring), "::PopFuture polled after it completed")
                 );
-                let strategy = this.consumer.strategy;
-                let r = wait::poll_async(
-                    &mut *this.consumer,
-                    &mut this.key,
-                    &mut this.yielded,
-                    strategy,
-                    cx,
-                    |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
-                    Consumer::has_items_or_closed,
-                    |c| &c.shared.items,
-                );
+                let r = this
+                    .consumer
+                    .poll_pop_one(&mut this.key, &mut this.yielded, cx);
                 this.done = r.is_ready();
                 r
             }
@@ -244,6 +236,28 @@ macro_rules! async_waits {
                 }
             }
 
+            /// One poll of an async wait for the next item, for [`PopFuture`] and the
+            /// item stream: `key` and `yielded` are the waiting future's registration and
+            /// yield count.
+            fn poll_pop_one(
+                &mut self,
+                key: &mut Option<u64>,
+                yielded: &mut u32,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Result<T, WaitError>> {
+                let strategy = self.strategy;
+                wait::poll_async(
+                    self,
+                    key,
+                    yielded,
+                    strategy,
+                    cx,
+                    |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
+                    Consumer::has_items_or_closed,
+                    |c| &c.shared.items,
+                )
+            }
+
             /// Waits until at least one item is there, then moves up to `max` onto `out`:
             /// see [`PopBurstFuture`] (ready at once with 0 for `max == 0`).
             ///
@@ -372,17 +386,7 @@ macro_rules! async_waits {
                     return Poll::Ready(None);
                 }
                 let consumer = this.consumer.as_mut().expect("present until into_inner");
-                let strategy = consumer.strategy;
-                match wait::poll_async(
-                    consumer,
-                    &mut this.key,
-                    &mut this.yielded,
-                    strategy,
-                    cx,
-                    |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
-                    Consumer::has_items_or_closed,
-                    |c| &c.shared.items,
-                ) {
+                match consumer.poll_pop_one(&mut this.key, &mut this.yielded, cx) {
                     Poll::Pending => Poll::Pending,
                     Poll::Ready(Ok(v)) => {
                         // The next item's wait starts a fresh window, as a new `pop_async`.
