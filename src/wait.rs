@@ -38,7 +38,9 @@
 //! systems, old kernels, seccomp filters), under Miri and under loom, both barriers are
 //! `fence(SeqCst)`. The loom models (`tests/loom_wait.rs`) check the protocol with the
 //! fences; Miri checks it with the fences; the asymmetric pair relies on the kernel's
-//! documented guarantee.
+//! documented guarantee. The x86_64 `asm!` form of the publisher's check, which is what
+//! runs there natively, is seen by neither (nor by ThreadSanitizer): `tests/stress_wait.rs`
+//! checks it, with membarrier and without (`FLOWLINE_NO_MEMBARRIER=1` in CI).
 //!
 //! Costs to know about:
 //! - the check is not free in instructions: a single-thread loop of 4 pushes and 4 pops
@@ -213,7 +215,8 @@ mod membarrier {
     pub(super) fn register() {
         REGISTER.call_once(|| {
             // The process opted out: symmetric fences (see `asymmetric_barriers`).
-            if std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| v != "0") {
+            if std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| !v.is_empty() && v != "0")
+            {
                 return;
             }
             let supported = membarrier(CMD_QUERY);
@@ -231,7 +234,7 @@ mod membarrier {
     }
 
     /// The flag `ready` reads, for the publisher's `asm!` check (1 = registered).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
     #[inline(always)]
     pub(super) fn ready_flag() -> *const u8 {
         READY.as_ptr()
@@ -262,9 +265,10 @@ pub(crate) fn register() {
 /// process's other threads once (see the [module docs](self)). `false` where the call is
 /// unavailable (other systems, kernels before 4.14, a seccomp filter), under Miri and
 /// loom, and when the environment variable `FLOWLINE_NO_MEMBARRIER` is set (to anything
-/// but `0`) at the first ring's creation: then every publication of a waitable ring runs
-/// a full fence (tens of cycles) and sleeps interrupt nobody, the better trade for a
-/// process whose busy pollers on isolated cores must never be interrupted.
+/// but `0` or nothing) at the first ring's creation: then every publication of a
+/// waitable ring runs a full fence (tens of cycles) and sleeps interrupt nobody, the
+/// better trade for a process whose busy pollers on isolated cores must never be
+/// interrupted.
 ///
 /// Decided once per process, when the first ring is created; this call creates none and
 /// answers `false` before that.
@@ -272,7 +276,9 @@ pub(crate) fn register() {
 /// ```
 /// let _ring = flowline::fifo::spsc::waitable::<u32>(8).unwrap();
 /// let asymmetric = flowline::wait::asymmetric_barriers();
-/// if std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| v != "0") {
+/// let opted_out = std::env::var_os("FLOWLINE_NO_MEMBARRIER")
+///     .is_some_and(|v| !v.is_empty() && v != "0");
+/// if opted_out {
 ///     assert!(!asymmetric);
 /// }
 /// ```
@@ -289,7 +295,13 @@ pub fn asymmetric_barriers() -> bool {
 
 /// The publisher's half: orders its index store before its load of the sleeper count
 /// (on x86_64 Linux, `Sleepers::waiting_after_publish` runs it inside its `asm!` load).
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(loom), not(miri))))]
+#[cfg(not(all(
+    target_os = "linux",
+    target_arch = "x86_64",
+    target_pointer_width = "64",
+    not(loom),
+    not(miri)
+)))]
 #[inline(always)]
 fn light_barrier() {
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
@@ -303,7 +315,7 @@ fn light_barrier() {
 /// The sleeper's half: orders its announcement before its re-check of the ring. Returns
 /// false if the barrier could not be run (the membarrier call failed after registration:
 /// a seccomp filter installed later, `ENOMEM`); the caller must then not sleep, since
-/// publishers order their side with a compiler fence only.
+/// publishers order their side in the compiler only (no CPU fence).
 fn heavy_barrier() -> bool {
     // Relaxed: a test switch, set before the waits it is meant for start.
     if FAIL_BARRIER.load(Ordering::Relaxed) {
@@ -407,7 +419,13 @@ impl Sleepers {
     /// the load.
     #[inline(always)]
     fn waiting_after_publish(&self) -> u32 {
-        #[cfg(all(target_os = "linux", target_arch = "x86_64", not(loom), not(miri)))]
+        #[cfg(all(
+            target_os = "linux",
+            target_arch = "x86_64",
+            target_pointer_width = "64",
+            not(loom),
+            not(miri)
+        ))]
         {
             // One `asm!` block is the light barrier and the load. It may read memory (not
             // `nomem`), so the compiler cannot move it before the index store, which it
@@ -436,7 +454,13 @@ impl Sleepers {
             }
             waiting
         }
-        #[cfg(not(all(target_os = "linux", target_arch = "x86_64", not(loom), not(miri))))]
+        #[cfg(not(all(
+            target_os = "linux",
+            target_arch = "x86_64",
+            target_pointer_width = "64",
+            not(loom),
+            not(miri)
+        )))]
         {
             light_barrier();
             // Relaxed: the barrier pair orders this load after the index store and against

@@ -27,7 +27,8 @@ fn cycles() -> u64 {
 #[test]
 fn the_membarrier_opt_out_is_honoured() {
     let _ring = spsc::waitable::<u8>(1).unwrap();
-    let opted_out = std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| v != "0");
+    let opted_out =
+        std::env::var_os("FLOWLINE_NO_MEMBARRIER").is_some_and(|v| !v.is_empty() && v != "0");
     let asymmetric = flowline::wait::asymmetric_barriers();
     eprintln!("asymmetric barriers (membarrier): {asymmetric}");
     if opted_out || cfg!(miri) || !cfg!(target_os = "linux") {

@@ -1,7 +1,8 @@
 //! The fallback when the heavy barrier fails after registration (a membarrier call refused
 //! by a seccomp filter installed later, `ENOMEM`): waits must stop sleeping (publishers of
-//! this process order their side with a compiler fence only) and poll with `yield_now`,
-//! and still end correctly: items arrive, timeouts expire, disconnection is seen.
+//! this process order their side in the compiler only, no CPU fence) and poll with
+//! `yield_now`, and still end correctly: items arrive, timeouts expire, disconnection is
+//! seen.
 //!
 //! In its own test binary: the failure is simulated for the whole process.
 #![cfg(all(not(loom), feature = "std"))]

@@ -689,7 +689,8 @@ impl<T> Producer<T, Wait> {
     /// # Errors
     ///
     /// [`WaitError::Disconnected`] if the consumer is gone (checked first: an item is never
-    /// pushed into a ring nobody reads), [`WaitError::Timeout`] if the ring stayed full;
+    /// pushed into a ring whose consumer's drop this thread can already see; a drop racing
+    /// the call may come after the push), [`WaitError::Timeout`] if the ring stayed full;
     /// either way the item comes back in the error.
     ///
     /// ```
