@@ -293,25 +293,6 @@ pub fn asymmetric_barriers() -> bool {
     }
 }
 
-/// The publisher's half: orders its index store before its load of the sleeper count
-/// (on x86_64 Linux, `Sleepers::waiting_after_publish` runs it inside its `asm!` load).
-#[cfg(not(all(
-    target_os = "linux",
-    target_arch = "x86_64",
-    target_pointer_width = "64",
-    not(loom),
-    not(miri)
-)))]
-#[inline(always)]
-fn light_barrier() {
-    #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-    if membarrier::ready() {
-        core::sync::atomic::compiler_fence(Ordering::SeqCst);
-        return;
-    }
-    fence(Ordering::SeqCst);
-}
-
 /// The sleeper's half: orders its announcement before its re-check of the ring. Returns
 /// false if the barrier could not be run (the membarrier call failed after registration:
 /// a seccomp filter installed later, `ENOMEM`); the caller must then not sleep, since
@@ -415,8 +396,8 @@ impl Sleepers {
         }
     }
 
-    /// The sleeper count, loaded after the caller's index store: the light barrier and
-    /// the load.
+    /// The sleeper count, loaded after the caller's index store: the publisher's half of
+    /// the barrier pair (the light barrier) and the load.
     #[inline(always)]
     fn waiting_after_publish(&self) -> u32 {
         #[cfg(all(
@@ -462,7 +443,17 @@ impl Sleepers {
             not(miri)
         )))]
         {
-            light_barrier();
+            // The light barrier: with membarrier the compiler's order suffices, else a
+            // full fence (module docs).
+            #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+            let asymmetric = membarrier::ready();
+            #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
+            let asymmetric = false;
+            if asymmetric {
+                core::sync::atomic::compiler_fence(Ordering::SeqCst);
+            } else {
+                fence(Ordering::SeqCst);
+            }
             // Relaxed: the barrier pair orders this load after the index store and against
             // the sleeper's announcement (module docs); the wake itself synchronises via
             // the mutex.
