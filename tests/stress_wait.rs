@@ -308,3 +308,18 @@ fn a_zero_timeout_still_reports_a_closed_or_ready_ring() {
     assert_eq!((e.error, e.value), (WaitError::Timeout, 2));
     assert_eq!(rx.pop(), Some(1));
 }
+
+/// `push_wait` checks for a dropped consumer before it pushes, also when the ring has
+/// room: the item comes back instead of going into a ring nobody reads.
+#[test]
+fn push_wait_with_room_but_no_consumer_gives_the_item_back() {
+    let (mut tx, rx) = spsc::waitable::<u32>(4).unwrap();
+    drop(rx);
+    let e = tx.push_wait(7, LONG).unwrap_err();
+    assert_eq!((e.error, e.value), (WaitError::Disconnected, 7));
+    assert!(tx.is_empty(), "nothing was pushed");
+    let (mut tx, rx) = mpsc::waitable::<u32>(4).unwrap();
+    drop(rx);
+    let e = tx.push_wait(8, LONG).unwrap_err();
+    assert_eq!((e.error, e.value), (WaitError::Disconnected, 8));
+}
