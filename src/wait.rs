@@ -839,6 +839,68 @@ pub fn block_on<F: core::future::Future>(future: F) -> F::Output {
     }
 }
 
+/// How many async operations one ring end completes in a row, without waiting, before its
+/// next future yields to the executor once: 128, tokio's per-task budget. See
+/// [`Consumer::set_async_budget`](crate::fifo::spsc::Consumer::set_async_budget).
+///
+/// ```
+/// assert_eq!(flowline::wait::DEFAULT_ASYNC_BUDGET, 128);
+/// ```
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub const DEFAULT_ASYNC_BUDGET: u32 = 128;
+
+/// The cooperative budget of one async ring end: a task whose rings are always ready
+/// would otherwise never return `Pending`, and on a single-threaded executor no other task
+/// would run. After `budget` completions in a row, the next poll wakes its own task and
+/// returns `Pending` once (the item stays where it was: nothing is taken or pushed by
+/// that poll). Any `Pending` refills it, since the task went back to its executor then
+/// anyway. Budget 0: never yield. Touched only by the async futures, never by the
+/// synchronous operations.
+#[cfg(feature = "async")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Coop {
+    budget: u32,
+    left: u32,
+}
+
+#[cfg(feature = "async")]
+impl Coop {
+    pub(crate) const fn new() -> Self {
+        Coop {
+            budget: DEFAULT_ASYNC_BUDGET,
+            left: DEFAULT_ASYNC_BUDGET,
+        }
+    }
+
+    pub(crate) fn budget(&self) -> u32 {
+        self.budget
+    }
+
+    /// The same budget, full.
+    pub(crate) fn refilled(self) -> Self {
+        Coop {
+            budget: self.budget,
+            left: self.budget,
+        }
+    }
+
+    pub(crate) fn set(&mut self, budget: u32) {
+        self.budget = budget;
+        self.left = budget;
+    }
+
+    /// At the start of a poll: `false` when the budget is spent (then refilled, and the
+    /// caller yields).
+    fn proceed(&mut self) -> bool {
+        if self.budget != 0 && self.left == 0 {
+            self.left = self.budget;
+            return false;
+        }
+        true
+    }
+}
+
 /// One poll of an async wait: polls the operation, and if it must wait, first yields to
 /// the executor up to the strategy's `spins + yields` times (`yielded` counts them), then
 /// registers the task (`key`) on `sleepers` and re-checks with `ready`, looping while the
@@ -854,8 +916,13 @@ pub(crate) fn poll_async<H, R>(
     mut poll: impl FnMut(&mut H) -> Step<R>,
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
+    coop: impl Fn(&mut H) -> &mut Coop,
 ) -> core::task::Poll<Result<R, WaitError>> {
     use core::task::Poll;
+    if !coop(h).proceed() {
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
     // The strategy's spins and yields, as self-wakes: the task goes back to its
     // executor's queue and polls again when its turn comes, so a partner task on the same
     // executor runs meanwhile, and no registration (no heavy barrier) is needed when the
@@ -871,7 +938,6 @@ pub(crate) fn poll_async<H, R>(
             Step::Ready(r) => Ok(r),
             Step::Closed => Err(WaitError::Disconnected),
             Step::Pending => {
-                let h = &*h;
                 // Polled again after registering: if a wake consumed the registration, the
                 // window starts over (as a woken thread spins again before it sleeps), so
                 // that tasks woken together for one slot do not all register at once.
@@ -882,15 +948,18 @@ pub(crate) fn poll_async<H, R>(
                 if in_window || !can_sleep() {
                     *yielded = yielded.saturating_add(1);
                     cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                if sleepers(h).register_waker(key, cx.waker(), || ready(h)) {
+                } else if sleepers(&*h).register_waker(key, cx.waker(), || ready(&*h)) {
                     continue;
                 }
+                // The task goes back to its executor: a fresh budget.
+                let c = coop(h);
+                c.left = c.budget;
                 return Poll::Pending;
             }
         };
         sleepers(h).deregister(key);
+        let c = coop(h);
+        c.left = c.left.saturating_sub(1);
         return Poll::Ready(done);
     }
 }

@@ -133,3 +133,33 @@ fn items_left_behind_a_dropped_stream_are_dropped_once_with_the_ring() {
     drop(tx);
     assert_eq!(Arc::strong_count(&item), 1);
 }
+
+/// The stream shares its consumer's cooperative budget: after `budget` items in a row it
+/// yields once (waking its own task, taking nothing), then goes on in order.
+#[test]
+fn a_stream_of_ready_items_yields_after_its_budget() {
+    let (mut tx, mut rx) = mpsc::waitable::<u32>(8).unwrap();
+    rx.set_async_budget(3);
+    for v in 0..7 {
+        tx.push(v).unwrap();
+    }
+    let mut s = rx.into_stream();
+    let (wakes, w) = counting();
+    let mut cx = Context::from_waker(&w);
+    let mut got = Vec::new();
+    let mut yields = Vec::new();
+    while got.len() < 7 {
+        match Pin::new(&mut s).poll_next(&mut cx) {
+            Poll::Ready(Some(v)) => got.push(v),
+            Poll::Pending => yields.push(got.len()),
+            Poll::Ready(None) => unreachable!("the producer is still there"),
+        }
+    }
+    assert_eq!(got, (0..7).collect::<Vec<_>>());
+    assert_eq!(yields, [3, 6]);
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        2,
+        "each yield woke the task"
+    );
+}

@@ -396,3 +396,100 @@ fn completed_burst_futures_polled_again_panic_and_take_nothing() {
     }));
     assert!(r.is_err());
 }
+
+/// The cooperative budget (issue 12): a task whose ring always has items yields to its
+/// executor after `budget` items in a row, so a second task of a single-threaded tokio
+/// runtime runs after exactly `budget` items (with budget 0, only once the first task
+/// ends), on both rings, for pops and for pushes; nothing is lost by the yields.
+#[test]
+fn a_task_whose_ring_is_always_ready_lets_other_tasks_run() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    const N: usize = if cfg!(miri) { 200 } else { 1000 };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    // Runs `work` (which bumps the count once per item) and, spawned after it, a task
+    // that records the count when it first runs.
+    let run = |work: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+               count: Arc<AtomicUsize>| {
+        rt.block_on(async move {
+            let busy = tokio::spawn(work);
+            let seen = tokio::spawn(async move { count.load(Ordering::SeqCst) });
+            busy.await.unwrap();
+            seen.await.unwrap()
+        })
+    };
+    for budget in [5u32, flowline::wait::DEFAULT_ASYNC_BUDGET, 0] {
+        let expect = if budget == 0 { N } else { budget as usize };
+        // Pops: the ring holds all N items before the task starts.
+        let (mut tx, mut rx) = spsc::waitable::<usize>(N).unwrap();
+        let (mut mtx, mut mrx) = mpsc::waitable::<usize>(N).unwrap();
+        for i in 0..N {
+            tx.push(i).unwrap();
+            mtx.push(i).unwrap();
+        }
+        drop((tx, mtx));
+        rx.set_async_budget(budget);
+        mrx.set_async_budget(budget);
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        let seen = run(
+            Box::pin(async move {
+                for i in 0..N {
+                    assert_eq!(rx.pop_async().await, Ok(i));
+                    c.fetch_add(1, Ordering::SeqCst);
+                }
+                assert_eq!(rx.pop_async().await, Err(WaitError::Disconnected));
+            }),
+            count.clone(),
+        );
+        assert_eq!(seen, expect, "spsc pops, budget {budget}");
+        count.store(0, Ordering::SeqCst);
+        let c = count.clone();
+        let seen = run(
+            Box::pin(async move {
+                let mut v = Vec::new();
+                while mrx.pop_burst_async(&mut v, 1).await.is_ok() {
+                    c.fetch_add(1, Ordering::SeqCst);
+                }
+                assert_eq!(v, (0..N).collect::<Vec<_>>());
+            }),
+            count.clone(),
+        );
+        assert_eq!(seen, expect, "mpsc burst pops, budget {budget}");
+        // Pushes: the ring has room for all N items.
+        let (mut tx, mut rx) = spsc::waitable::<usize>(N).unwrap();
+        let (mut mtx, mut mrx) = mpsc::waitable::<usize>(N).unwrap();
+        tx.set_async_budget(budget);
+        mtx.set_async_budget(budget);
+        count.store(0, Ordering::SeqCst);
+        let c = count.clone();
+        let seen = run(
+            Box::pin(async move {
+                for i in 0..N {
+                    tx.push_async(i).await.unwrap();
+                    c.fetch_add(1, Ordering::SeqCst);
+                }
+            }),
+            count.clone(),
+        );
+        assert_eq!(seen, expect, "spsc pushes, budget {budget}");
+        count.store(0, Ordering::SeqCst);
+        let c = count.clone();
+        let seen = run(
+            Box::pin(async move {
+                for i in 0..N {
+                    mtx.push_async(i).await.unwrap();
+                    c.fetch_add(1, Ordering::SeqCst);
+                }
+            }),
+            count.clone(),
+        );
+        assert_eq!(seen, expect, "mpsc pushes, budget {budget}");
+        for i in 0..N {
+            assert_eq!((rx.pop(), mrx.pop()), (Some(i), Some(i)));
+        }
+        assert_eq!((rx.pop(), mrx.pop()), (None, None));
+    }
+}

@@ -1001,6 +1001,8 @@ fn add_and_remove_workers_errors_ids_and_counters() {
     let w_of_5 = 0;
     let mut w = ws.remove(0);
     w.set_wait_strategy(flowline::wait::WaitStrategy::Spin);
+    #[cfg(feature = "async")]
+    w.set_async_budget(3);
     let mut b = Vec::new();
     w.recv_burst(&mut b, 2).unwrap();
     assert_eq!(b.len(), 2);
@@ -1039,6 +1041,12 @@ fn add_and_remove_workers_errors_ids_and_counters() {
     assert_eq!(
         fresh.wait_strategy(),
         flowline::wait::WaitStrategy::default(),
+        "not the removed worker's"
+    );
+    #[cfg(feature = "async")]
+    assert_eq!(
+        fresh.async_budget(),
+        flowline::wait::DEFAULT_ASYNC_BUDGET,
         "not the removed worker's"
     );
     let info = reg.workers().into_iter().find(|i| i.id == w_of_5).unwrap();

@@ -1367,12 +1367,17 @@ where
                 .expect("a removed worker's ring ends stay with its lane");
             let mut parked = parked;
             // Fresh counters (the removed worker's were folded into the registry's
-            // totals), the default wait strategy, completions counted from here.
+            // totals), the default wait strategy and async budget, completions counted
+            // from here.
             let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
             parked.stats = stats.handle();
             parked
                 .rx
                 .set_wait_strategy(crate::wait::WaitStrategy::default());
+            #[cfg(feature = "async")]
+            parked
+                .rx
+                .set_async_budget(crate::wait::DEFAULT_ASYNC_BUDGET);
             let lane = &mut self.lanes[id];
             lane.stats = stats;
             lane.completed_base = lane.completed;

@@ -347,6 +347,38 @@ impl<T> Worker<T> {
         self.ends.rx.wait_strategy()
     }
 
+    /// Sets the cooperative budget of [`recv_burst_async`](Self::recv_burst_async)
+    /// (default [`DEFAULT_ASYNC_BUDGET`](crate::wait::DEFAULT_ASYNC_BUDGET)): after that
+    /// many bursts in a row received without waiting, the next call yields to the executor
+    /// once; `0`: never (see
+    /// [`fifo::spsc::Consumer::set_async_budget`](crate::fifo::spsc::Consumer::set_async_budget)).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (_d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// ws[0].set_async_budget(16);
+    /// assert_eq!(ws[0].async_budget(), 16);
+    /// ```
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    pub fn set_async_budget(&mut self, budget: u32) {
+        self.ends.rx.set_async_budget(budget);
+    }
+
+    /// The cooperative budget of [`recv_burst_async`](Self::recv_burst_async): see
+    /// [`set_async_budget`](Self::set_async_budget).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(ws[0].async_budget(), flowline::wait::DEFAULT_ASYNC_BUDGET);
+    /// ```
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    pub fn async_budget(&self) -> u32 {
+        self.ends.rx.async_budget()
+    }
+
     /// Posts `r` on the control ring. The ring holds at least as many entries as the
     /// distributor lets this worker hold (its credit; entries not yet read count as held
     /// by the distributor), plus one for the leave marker, so it is never full here.

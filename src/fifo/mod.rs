@@ -115,6 +115,7 @@ macro_rules! async_waits {
                     |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
                     |c| &c.shared.items,
+                    |c| &mut c.coop,
                 );
                 this.done = r.is_ready();
                 r
@@ -170,6 +171,7 @@ macro_rules! async_waits {
                     |p| wait::poll_push(p, slot, Producer::push, Producer::is_abandoned),
                     Producer::has_room_or_closed,
                     |p| &p.shared.room,
+                    |p| &mut p.coop,
                 );
                 match r {
                     core::task::Poll::Pending => core::task::Poll::Pending,
@@ -255,6 +257,7 @@ macro_rules! async_waits {
                     |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
                     |c| &c.shared.items,
+                    |c| &mut c.coop,
                 )
             }
 
@@ -285,6 +288,47 @@ macro_rules! async_waits {
                     done: false,
                 }
             }
+
+            /// Sets this end's cooperative budget (default
+            /// [`DEFAULT_ASYNC_BUDGET`](crate::wait::DEFAULT_ASYNC_BUDGET), 128): after
+            /// `budget` async operations of this end in a row that completed without
+            /// waiting, the next one wakes its own task and returns `Pending` once, taking
+            /// nothing, so that a task whose ring always has items lets the other tasks of
+            /// a single-threaded executor run (tokio's channels do the same through
+            /// tokio's own budget, which other crates cannot reach). Any wait refills it.
+            /// `0`: never yield (the task may then starve others while items keep
+            /// coming). The synchronous operations are not affected.
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, mut rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(8).unwrap();")]
+            /// rx.set_async_budget(2);
+            /// assert_eq!(rx.async_budget(), 2);
+            /// for v in 0..3 {
+            ///     tx.push(v).unwrap();
+            /// }
+            /// use core::{future::Future, pin::pin, task::{Context, Poll, Waker}};
+            /// let mut cx = Context::from_waker(Waker::noop());
+            /// assert_eq!(pin!(rx.pop_async()).poll(&mut cx), Poll::Ready(Ok(0)));
+            /// assert_eq!(pin!(rx.pop_async()).poll(&mut cx), Poll::Ready(Ok(1)));
+            /// // Two in a row: the next future yields once, then takes the item.
+            /// let mut third = pin!(rx.pop_async());
+            /// assert_eq!(third.as_mut().poll(&mut cx), Poll::Pending);
+            /// assert_eq!(third.poll(&mut cx), Poll::Ready(Ok(2)));
+            /// ```
+            pub fn set_async_budget(&mut self, budget: u32) {
+                self.coop.set(budget);
+            }
+
+            /// This end's cooperative budget: see
+            /// [`set_async_budget`](Self::set_async_budget).
+            ///
+            /// ```
+            #[doc = concat!("let (_tx, rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(8).unwrap();")]
+            /// assert_eq!(rx.async_budget(), flowline::wait::DEFAULT_ASYNC_BUDGET);
+            /// ```
+            pub fn async_budget(&self) -> u32 {
+                self.coop.budget()
+            }
         }
 
         /// Async waits (feature `async`): see the consumer's.
@@ -313,6 +357,30 @@ macro_rules! async_waits {
                     key: None,
                     yielded: 0,
                 }
+            }
+
+            /// Sets this end's cooperative budget: as
+            /// [`Consumer::set_async_budget`], for pushes (a push that yields keeps its
+            /// item in the future).
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, _rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(8).unwrap();")]
+            /// tx.set_async_budget(0); // never yield
+            /// assert_eq!(tx.async_budget(), 0);
+            /// ```
+            pub fn set_async_budget(&mut self, budget: u32) {
+                self.coop.set(budget);
+            }
+
+            /// This end's cooperative budget: see
+            /// [`set_async_budget`](Self::set_async_budget).
+            ///
+            /// ```
+            #[doc = concat!("let (tx, _rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(8).unwrap();")]
+            /// assert_eq!(tx.async_budget(), flowline::wait::DEFAULT_ASYNC_BUDGET);
+            /// ```
+            pub fn async_budget(&self) -> u32 {
+                self.coop.budget()
             }
         }
 

@@ -275,6 +275,8 @@ pub fn build<T, W: WaitMode>(
         cached_head: start,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
+        #[cfg(feature = "async")]
+        coop: wait::Coop::new(),
         _mode: PhantomData,
     };
     let consumer = Consumer {
@@ -284,6 +286,8 @@ pub fn build<T, W: WaitMode>(
         run_end: start,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
+        #[cfg(feature = "async")]
+        coop: wait::Coop::new(),
         _mode: PhantomData,
     };
     Ok((producer, consumer))
@@ -478,6 +482,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// How `push_wait` waits.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
+    /// The async futures' cooperative budget (`set_async_budget`).
+    #[cfg(feature = "async")]
+    coop: wait::Coop,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
 }
@@ -493,6 +500,9 @@ impl<T, W: WaitMode> Clone for Producer<T, W> {
             cached_head: self.cached_head,
             #[cfg(feature = "std")]
             strategy: self.strategy,
+            // A clone starts with a full budget of the same size.
+            #[cfg(feature = "async")]
+            coop: self.coop.refilled(),
             _mode: PhantomData,
         }
     }
@@ -982,6 +992,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// How the blocking pops wait.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
+    /// The async futures' cooperative budget (`set_async_budget`).
+    #[cfg(feature = "async")]
+    coop: wait::Coop,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
 }

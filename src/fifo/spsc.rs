@@ -267,6 +267,8 @@ pub fn build<T, W: WaitMode>(
         cached_head: start,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
+        #[cfg(feature = "async")]
+        coop: wait::Coop::new(),
         shared: Arc::clone(&shared),
         _mode: PhantomData,
     };
@@ -279,6 +281,8 @@ pub fn build<T, W: WaitMode>(
         release_batch,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
+        #[cfg(feature = "async")]
+        coop: wait::Coop::new(),
         shared,
         _mode: PhantomData,
     };
@@ -366,6 +370,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// How `push_wait` waits.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
+    /// The async futures' cooperative budget (`set_async_budget`).
+    #[cfg(feature = "async")]
+    coop: wait::Coop,
     shared: Arc<Shared<T>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
@@ -399,6 +406,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// How `pop_wait` waits.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
+    /// The async futures' cooperative budget (`set_async_budget`).
+    #[cfg(feature = "async")]
+    coop: wait::Coop,
     shared: Arc<Shared<T>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
