@@ -749,37 +749,8 @@ pub fn snapshot() -> Vec<SiteStats> {
         .cloned()
         .collect();
     let now = ticks();
-    let k = ns_per_tick();
-    let ns = |t: u64| (t as f64 * k) as u64;
     let cpus = crate::topology::available_cpus();
-    let mut out: Vec<SiteStats> = sites
-        .iter()
-        .map(|s| {
-            // Each shard is read whole (a record lands in one shard, under its sequence
-            // word); the shared overflow counters are read once each, but a record there
-            // may land between two of those reads, so the parts are clamped to `total`.
-            let g = s.group.as_ref().map(|g| g.snapshot());
-            let o: [u64; FIELDS] = core::array::from_fn(|i| s.overflow[i].load(Ordering::Relaxed));
-            let v = |i: usize| g.as_ref().map_or(0, |g| g[i]).wrapping_add(o[i]);
-            let total = v(TOTAL);
-            let contended = v(CONTENDED).min(total);
-            let timed = v(TIMED).min(total);
-            SiteStats {
-                name: s.name.clone(),
-                total,
-                nowait: total - contended,
-                contended,
-                rejected: v(REJECTED),
-                hold_total_ns: ns(estimate(v(HOLD), timed, total)),
-                hold_max_ns: ns(s.hold_max.load(Ordering::Relaxed)),
-                holds_timed: timed,
-                wait_total_ns: ns(v(WAIT)),
-                wait_max_ns: ns(s.wait_max.load(Ordering::Relaxed)),
-                elapsed_ns: ns(since(s.since.load(Ordering::Relaxed), now)),
-                cpus,
-            }
-        })
-        .collect();
+    let mut out: Vec<SiteStats> = sites.iter().map(|s| s.stats(now, cpus)).collect();
     out.sort_by(|a, b| {
         b.contention()
             .total_cmp(&a.contention())
@@ -787,6 +758,49 @@ pub fn snapshot() -> Vec<SiteStats> {
             .then(a.name.cmp(&b.name))
     });
     out
+}
+
+/// One site's figures by name, as [`snapshot`] has them (for tests: reads one site
+/// instead of all of them).
+#[cfg(test)]
+fn snapshot_of(name: &str) -> Option<SiteStats> {
+    let site = registry()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(name)
+        .cloned()?;
+    Some(site.stats(ticks(), crate::topology::available_cpus()))
+}
+
+impl Site {
+    /// This site's figures at tick `now`, on a machine of `cpus` CPUs.
+    fn stats(&self, now: u64, cpus: usize) -> SiteStats {
+        let k = ns_per_tick();
+        let ns = |t: u64| (t as f64 * k) as u64;
+        // Each shard is read whole (a record lands in one shard, under its sequence
+        // word); the shared overflow counters are read once each, but a record there
+        // may land between two of those reads, so the parts are clamped to `total`.
+        let g = self.group.as_ref().map(|g| g.snapshot());
+        let o: [u64; FIELDS] = core::array::from_fn(|i| self.overflow[i].load(Ordering::Relaxed));
+        let v = |i: usize| g.as_ref().map_or(0, |g| g[i]).wrapping_add(o[i]);
+        let total = v(TOTAL);
+        let contended = v(CONTENDED).min(total);
+        let timed = v(TIMED).min(total);
+        SiteStats {
+            name: self.name.clone(),
+            total,
+            nowait: total - contended,
+            contended,
+            rejected: v(REJECTED),
+            hold_total_ns: ns(estimate(v(HOLD), timed, total)),
+            hold_max_ns: ns(self.hold_max.load(Ordering::Relaxed)),
+            holds_timed: timed,
+            wait_total_ns: ns(v(WAIT)),
+            wait_max_ns: ns(self.wait_max.load(Ordering::Relaxed)),
+            elapsed_ns: ns(since(self.since.load(Ordering::Relaxed), now)),
+            cpus,
+        }
+    }
 }
 
 /// The total hold of `total` acquisitions from the sum of the `timed` ones: their mean times
@@ -1495,10 +1509,7 @@ mod tests {
     use std::time::Duration;
 
     fn site(name: &str) -> SiteStats {
-        snapshot()
-            .into_iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no site {name}"))
+        snapshot_of(name).unwrap_or_else(|| panic!("no site {name}"))
     }
 
     /// One thread holds the lock for a known time while another waits: the figures match

@@ -915,7 +915,7 @@ fn panicking_tag_run(migrate: bool) {
     let f1b = (f1 + 1..).find(|&f| owner_of(f, 2) == 1).unwrap();
     let flows = [f0, f1, f0b, f1b];
     let mut panicked_somewhere = 0;
-    let step = if cfg!(miri) { 30 } else { 1 };
+    let step = if cfg!(miri) { 60 } else { 1 };
     for k in (0..120u64).step_by(step) {
         let cfg = NodesConfig {
             nodes: 2,
