@@ -587,6 +587,49 @@ impl WaitMode for Wait {
     const WAITS: bool = true;
 }
 
+/// Alignment of the index rings' slot buffers: a cache line as crossbeam-utils'
+/// `CachePadded` counts it (128 bytes on x86_64: the pair of lines the adjacent-line
+/// prefetcher moves together). A burst of a line's worth of items then fills whole lines:
+/// the producer's next burst never writes the line the consumer is reading the last one
+/// from. A buffer from `Vec` starts where the allocator likes: for a 1024-slot `u64`
+/// ring here (glibc), 48 bytes into a line, so every burst of 8 straddled two lines.
+const SLOT_ALIGN: usize = core::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
+
+/// The layout of a slot buffer of `slots` `T`s, or `None` if it overflows `isize`.
+fn slot_layout<T>(slots: usize) -> Option<core::alloc::Layout> {
+    core::alloc::Layout::array::<T>(slots)
+        .ok()?
+        .align_to(SLOT_ALIGN)
+        .ok()
+}
+
+/// Allocates `slots` uninitialised slots of `T`, starting on a cache-line boundary
+/// ([`SLOT_ALIGN`]); `None` if the allocator refuses or the size overflows `isize`. A
+/// zero-sized `T` allocates nothing. Freed by [`free_slots`] with the same `slots`.
+pub(crate) fn alloc_slots<T>(slots: usize) -> Option<*mut core::mem::MaybeUninit<T>> {
+    let layout = slot_layout::<T>(slots)?;
+    if layout.size() == 0 {
+        return Some(ptr::NonNull::dangling().as_ptr());
+    }
+    // SAFETY: the layout has a non-zero size (checked just above).
+    let p = unsafe { alloc::alloc::alloc(layout) };
+    (!p.is_null()).then_some(p.cast())
+}
+
+/// Frees a slot buffer (not the items in it).
+///
+/// # Safety
+///
+/// `buf` came from [`alloc_slots`]`::<T>(slots)` with this `slots` and is not used again.
+pub(crate) unsafe fn free_slots<T>(buf: *mut core::mem::MaybeUninit<T>, slots: usize) {
+    let layout = slot_layout::<T>(slots).expect("alloc_slots made this layout");
+    if layout.size() != 0 {
+        // SAFETY: allocated by `alloc_slots` with this very layout (guaranteed by the
+        // caller), and freed once.
+        unsafe { alloc::alloc::dealloc(buf.cast(), layout) };
+    }
+}
+
 /// Drops the items of two runs of slots in place, the first run first.
 ///
 /// Panic-safe the way the rings need it: if one item's `Drop` panics, the other items of

@@ -239,12 +239,8 @@ pub fn build<T, W: WaitMode>(
             .saturating_mul(core::mem::size_of::<T>())
             .saturating_add(desc_slots.saturating_mul(core::mem::size_of::<Run>())),
     };
-    let mut v: Vec<MaybeUninit<T>> = Vec::new();
-    v.try_reserve_exact(slots).map_err(|_| alloc_failed())?;
     let runs = cleared_runs(desc_slots).ok_or_else(alloc_failed)?;
-    // SAFETY: capacity for `slots` elements was reserved; MaybeUninit needs no init.
-    unsafe { v.set_len(slots) };
-    let buf = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<T>;
+    let buf = super::alloc_slots::<T>(slots).ok_or_else(alloc_failed)?;
     let shared = Arc::new(Shared {
         tail: CachePadded::new(AtomicU64::new(start)),
         head: CachePadded::new(AtomicU64::new(start)),
@@ -436,9 +432,9 @@ impl<T> Drop for Shared<T> {
         struct FreeBuf<T>(*mut MaybeUninit<T>, usize);
         impl<T> Drop for FreeBuf<T> {
             fn drop(&mut self) {
-                // SAFETY: `buf` came from Box::into_raw of a boxed slice of `slots`
-                // elements in `with_start_index` and is freed only here.
-                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.0, self.1)) });
+                // SAFETY: `buf` came from `alloc_slots` of `slots` elements in `build`
+                // and is freed only here.
+                unsafe { super::free_slots(self.0, self.1) };
             }
         }
         let _free = FreeBuf(self.buf, self.slots);
@@ -1791,6 +1787,28 @@ mod tests {
     use std::{
         borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec,
     };
+
+    /// The slot buffer starts on a cache line (so a line's worth of items is one line),
+    /// for small, large, over-aligned and zero-sized items, and both ends see the same
+    /// buffer.
+    #[test]
+    fn the_slot_buffer_starts_on_a_cache_line() {
+        fn check<T>(cap: usize) {
+            let (tx, rx) = channel::<T>(cap).unwrap();
+            let line = core::mem::align_of::<CachePadded<u8>>();
+            if core::mem::size_of::<T>() != 0 {
+                assert_eq!(tx.shared.buf as usize % line, 0);
+            }
+            assert_eq!(tx.shared.buf, rx.shared.buf);
+        }
+        #[repr(align(256))]
+        struct Big(#[allow(dead_code)] u8);
+        check::<u8>(1);
+        check::<u64>(1000);
+        check::<[u8; 24]>(7);
+        check::<Big>(3);
+        check::<()>(16);
+    }
 
     #[test]
     fn held_reservation_blocks_consumer_not_producers() {

@@ -98,7 +98,6 @@ use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
 #[cfg(feature = "std")]
 use crate::wait::{self, PushWaitError, Sleepers, Step, WaitError, WaitStrategy};
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 #[cfg(feature = "std")]
 use std::time::Duration;
@@ -232,16 +231,10 @@ pub fn build<T, W: WaitMode>(
     let release_batch = release_batch
         .unwrap_or(release_batch_for(slots))
         .clamp(1, slots);
-    let mut v: Vec<MaybeUninit<T>> = Vec::new();
-    v.try_reserve_exact(slots)
-        .map_err(|_| CapacityError::AllocFailed {
-            slots,
-            bytes: slots.saturating_mul(core::mem::size_of::<T>()),
-        })?;
-    // SAFETY: capacity for `slots` elements was reserved above, and `MaybeUninit<T>` needs
-    // no initialisation.
-    unsafe { v.set_len(slots) };
-    let buf = Box::into_raw(v.into_boxed_slice()) as *mut MaybeUninit<T>;
+    let buf = super::alloc_slots::<T>(slots).ok_or(CapacityError::AllocFailed {
+        slots,
+        bytes: slots.saturating_mul(core::mem::size_of::<T>()),
+    })?;
     let shared = Arc::new(Shared {
         tail: CachePadded::new(AtomicUsize::new(start)),
         head: CachePadded::new(AtomicUsize::new(start)),
@@ -327,9 +320,9 @@ impl<T> Drop for Shared<T> {
         struct FreeBuf<T>(*mut MaybeUninit<T>, usize);
         impl<T> Drop for FreeBuf<T> {
             fn drop(&mut self) {
-                // SAFETY: `buf` came from `Box::into_raw` of a boxed slice of `slots`
-                // elements in `with_start_index` and is freed only here.
-                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.0, self.1)) });
+                // SAFETY: `buf` came from `alloc_slots` of `slots` elements in `build`
+                // and is freed only here.
+                unsafe { super::free_slots(self.0, self.1) };
             }
         }
         let _free = FreeBuf(self.buf, self.slots);
@@ -1685,6 +1678,28 @@ mod tests {
         fn drop(&mut self) {
             self.1.set(self.1.get() + 1);
         }
+    }
+
+    /// The slot buffer starts on a cache line (so a line's worth of items is one line),
+    /// for small, large, over-aligned and zero-sized items, and both ends see the same
+    /// buffer.
+    #[test]
+    fn the_slot_buffer_starts_on_a_cache_line() {
+        fn check<T>(cap: usize) {
+            let (tx, rx) = channel::<T>(cap).unwrap();
+            let line = core::mem::align_of::<CachePadded<u8>>();
+            if core::mem::size_of::<T>() != 0 {
+                assert_eq!(tx.shared.buf as usize % line, 0);
+            }
+            assert_eq!(tx.shared.buf, rx.shared.buf);
+        }
+        #[repr(align(256))]
+        struct Big(#[allow(dead_code)] u8);
+        check::<u8>(1);
+        check::<u64>(1000);
+        check::<[u8; 24]>(7);
+        check::<Big>(3);
+        check::<()>(16);
     }
 
     #[test]
