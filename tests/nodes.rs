@@ -439,7 +439,8 @@ fn workers_added_and_removed_under_load_at_two_nodes() {
 /// entry, exclusivity and exactly once hold across the handovers.
 #[test]
 fn an_overloaded_node_sheds_buckets_to_an_idle_one() {
-    let mut input = traffic(2, scale(30_000), 0);
+    // Under Miri a smaller run (it checks no balancing there, only exactly-once).
+    let mut input = traffic(2, if cfg!(miri) { 24 } else { 30_000 }, 0);
     for (entry, v) in input.iter_mut().enumerate() {
         // Only flows of node 0; numbered within 0..FLOWS for the order check.
         let mine: Vec<u64> = (0..FLOWS).filter(|&f| owner_of(f, 2) == 0).collect();

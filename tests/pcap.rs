@@ -205,7 +205,10 @@ proptest! {
     }
 }
 
+// Not under Miri (10-18 s interpreted): the parser and the replay have no unsafe code,
+// and the distributor they drive runs under Miri in tests/distributor.rs.
 #[test]
+#[cfg_attr(miri, ignore)]
 fn committed_capture_replays_in_order_exactly_once_through_two_workers() {
     let out = replay_ok(loopback(), 2, LAPS);
     assert!(out.tcp_checked > 0);
@@ -217,7 +220,10 @@ fn committed_capture_replays_in_order_exactly_once_through_two_workers() {
     );
 }
 
+// Not under Miri (10-18 s interpreted): the parser and the replay have no unsafe code,
+// and the distributor they drive runs under Miri in tests/distributor.rs.
 #[test]
+#[cfg_attr(miri, ignore)]
 fn truncated_capture_replays_what_precedes_the_cut() {
     let whole = read_capture(LOOPBACK).unwrap();
     // Cut inside a record's bytes, 40 % into the file (8 % under Miri).
