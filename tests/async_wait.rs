@@ -469,33 +469,57 @@ fn a_task_whose_ring_is_always_ready_lets_other_tasks_run() {
         let (mut mtx, mut mrx) = mpsc::waitable::<usize>(N).unwrap();
         tx.set_async_budget(budget);
         mtx.set_async_budget(budget);
-        count.store(0, Ordering::SeqCst);
-        let c = count.clone();
-        let seen = run(
-            Box::pin(async move {
-                for i in 0..N {
-                    tx.push_async(i).await.unwrap();
-                    c.fetch_add(1, Ordering::SeqCst);
-                }
-            }),
-            count.clone(),
-        );
-        assert_eq!(seen, expect, "spsc pushes, budget {budget}");
-        count.store(0, Ordering::SeqCst);
-        let c = count.clone();
-        let seen = run(
-            Box::pin(async move {
-                for i in 0..N {
-                    mtx.push_async(i).await.unwrap();
-                    c.fetch_add(1, Ordering::SeqCst);
-                }
-            }),
-            count.clone(),
-        );
-        assert_eq!(seen, expect, "mpsc pushes, budget {budget}");
+        // The same pushes through either ring's producer.
+        macro_rules! pushes {
+            ($tx:ident, $ring:literal) => {{
+                count.store(0, Ordering::SeqCst);
+                let c = count.clone();
+                let seen = run(
+                    Box::pin(async move {
+                        for i in 0..N {
+                            $tx.push_async(i).await.unwrap();
+                            c.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }),
+                    count.clone(),
+                );
+                assert_eq!(seen, expect, "{} pushes, budget {budget}", $ring);
+            }};
+        }
+        pushes!(tx, "spsc");
+        pushes!(mtx, "mpsc");
         for i in 0..N {
             assert_eq!((rx.pop(), mrx.pop()), (Some(i), Some(i)));
         }
         assert_eq!((rx.pop(), mrx.pop()), (None, None));
     }
+}
+
+/// A waker that panics when the budget's yield wakes it: the panic leaves the ring as it
+/// was (the yielding poll took nothing), and the next poll takes the item.
+#[test]
+fn a_waker_panicking_in_the_budget_yield_loses_nothing() {
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+    struct Panics;
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("waker panics");
+        }
+    }
+    let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    rx.set_async_budget(1);
+    tx.push(1).unwrap();
+    tx.push(2).unwrap();
+    let (_c, ok) = counting();
+    assert_eq!(
+        pin!(rx.pop_async()).poll(&mut Context::from_waker(&ok)),
+        Poll::Ready(Ok(1))
+    );
+    let bad = Waker::from(Arc::new(Panics));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = pin!(rx.pop_async()).poll(&mut Context::from_waker(&bad));
+    }));
+    assert!(r.is_err(), "the budget's yield woke the task");
+    assert_eq!(rx.pop(), Some(2), "the yielding poll took nothing");
 }

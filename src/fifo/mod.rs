@@ -725,3 +725,39 @@ impl fmt::Display for CapacityError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for CapacityError {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Slot buffers start on a cache line for small, odd-sized and over-aligned items,
+    /// and a zero-sized item allocates nothing; each is freed with its layout (Miri checks
+    /// the pairing and leaks).
+    #[test]
+    fn alloc_slots_start_on_a_cache_line() {
+        fn check<T>(slots: usize) {
+            let buf = alloc_slots::<T>(slots).expect("a small allocation");
+            if core::mem::size_of::<T>() != 0 {
+                assert_eq!(
+                    buf as usize % SLOT_ALIGN,
+                    0,
+                    "{}",
+                    core::any::type_name::<T>()
+                );
+            }
+            // SAFETY: from `alloc_slots` with the same `slots`, not used again.
+            unsafe { free_slots(buf, slots) };
+        }
+        #[repr(align(256))]
+        struct Big(#[allow(dead_code)] u8);
+        check::<u8>(1);
+        check::<u64>(1024);
+        check::<[u8; 24]>(8);
+        check::<Big>(4);
+        check::<()>(16);
+        assert!(
+            alloc_slots::<u64>(usize::MAX / 4).is_none(),
+            "overflows isize: refused"
+        );
+    }
+}
