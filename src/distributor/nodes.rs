@@ -536,7 +536,9 @@ where
     for from in 0..n {
         for to in 0..n {
             if from != to {
-                let (p, c) = spsc::channel(config.bridge).map_err(NodesError::Bridge)?;
+                let (p, mut c) = spsc::channel(config.bridge).map_err(NodesError::Bridge)?;
+                // A node's distributor polls its inputs and bridges in turn: no pauses.
+                c.set_polite_polling(false);
                 tx[from][to] = Some(p);
                 rx[to][from] = Some(c);
             }

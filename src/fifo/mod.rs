@@ -522,6 +522,7 @@ macro_rules! async_waits {
 
 pub mod mpsc;
 pub mod niche;
+mod polite;
 pub mod spsc;
 
 mod sealed {
