@@ -39,20 +39,7 @@ use flowline::distributor::nodes::{self, BalancePolicy, NodesConfig};
 use flowline::distributor::{self, Config};
 
 use crate::frames;
-use crate::harness::{pair, Impl, Metric, Report};
-
-#[inline]
-fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: RDTSC has no preconditions on x86_64.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        0
-    }
-}
+use crate::harness::{pair, tsc, Impl, Metric, Report};
 
 /// Returns (Mpkts/s, TSC cycles per packet); packet `p` has the flow tag `tag(p)`.
 fn flowline(n: u64, tag: impl Fn(u64) -> u64 + Send + 'static, burst: usize) -> Vec<f64> {

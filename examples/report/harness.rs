@@ -14,6 +14,30 @@ pub const CPU_A: usize = 0;
 pub const CPU_B: usize = 1;
 
 /// Pins the calling thread, warning once on stderr if the OS refuses.
+/// The time-stamp counter (0 off x86_64).
+#[inline]
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions on x86_64.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
+/// TSC ticks per nanosecond, measured once against `Instant` over 20 ms.
+pub fn tsc_per_ns() -> f64 {
+    static RATE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *RATE.get_or_init(|| {
+        let (t, c) = (std::time::Instant::now(), tsc());
+        while t.elapsed() < std::time::Duration::from_millis(20) {}
+        (tsc() - c) as f64 / t.elapsed().as_nanos() as f64
+    })
+}
+
 pub fn pin(cpu: usize) {
     if let Err(e) = flowline::topology::pin_current_thread(cpu) {
         static WARNED: AtomicBool = AtomicBool::new(false);

@@ -49,6 +49,7 @@ fn main() {
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32 spsc_pingpong");
+                println!("           spsc_paced40ns_latency spsc_paced100ns_latency");
                 println!("           mpsc_r1024_burst1 mpsc_r1024_burst8 mpsc_r1024_burst32");
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");

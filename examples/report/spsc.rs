@@ -11,6 +11,10 @@
 //! is the streaming bound of the two cores: a 64 Ki-item buffer moved in 4 KiB chunks, one
 //! index store per chunk each way, as DPDK's `raw_xfer_chunk4k_ring64k`.
 //! `spsc_pingpong` is the one-item round trip over two rings (lower is better).
+//! `spsc_paced40ns_latency` and `spsc_paced100ns_latency`: the producer pushes one item
+//! every 40 (100) ns, stamped with the TSC, and the consumer's p50 and p99 of push-to-pop
+//! time (lower is better), for `fifo::spsc` with and without polite polling
+//! (`flowline_impolite`) and rtrb.
 //! `flowline_niche` is the index-free ring (`fifo::niche`, `NonZeroU64` items: item `v`
 //! travels as `v + 1`) in the same scenarios, single `push`/`pop` at burst 1 and its
 //! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
@@ -25,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::harness::{pair, Impl, Metric, Report};
+use crate::harness::{pair, tsc, tsc_per_ns, Impl, Metric, Report};
 
 pub const RING: usize = 1024;
 
@@ -293,6 +297,52 @@ pub fn pingpong<P: Send, C: Send>(
         },
     );
     elapsed.as_nanos() as f64 / rounds as f64
+}
+
+/// Latency while streaming: the producer pushes `n` items, one every `gap_ns` (paced on
+/// the TSC), each carrying its push time; the consumer records how long each took to
+/// reach it. Returns (p50, p99) in ns. At short gaps a consumer trails the producer (and
+/// `fifo::spsc` pauses politely), at long ones it finds the ring empty before each item.
+pub fn paced_latency<P: Send, C: Send>(
+    n: usize,
+    gap_ns: f64,
+    tx: P,
+    rx: C,
+    push: fn(&mut P, u64) -> bool,
+    pop: fn(&mut C) -> Option<u64>,
+) -> Vec<f64> {
+    let rate = tsc_per_ns();
+    let gap = (gap_ns * rate) as u64;
+    let ((), mut lat) = pair(
+        move || {
+            let mut tx = tx;
+            let mut next = tsc();
+            for _ in 0..n {
+                while tsc() < next {
+                    spin_loop();
+                }
+                let now = tsc();
+                while !push(&mut tx, now) {
+                    spin_loop();
+                }
+                next += gap;
+            }
+        },
+        move || {
+            let mut rx = rx;
+            let mut lat = Vec::with_capacity(n);
+            while lat.len() < n {
+                match pop(&mut rx) {
+                    Some(sent) => lat.push(tsc().saturating_sub(sent)),
+                    None => spin_loop(),
+                }
+            }
+            lat
+        },
+    );
+    lat.sort_unstable();
+    let at = |q: f64| lat[((n - 1) as f64 * q) as usize] as f64 / rate;
+    vec![at(0.5), at(0.99)]
 }
 
 /// The two-core streaming bound (see the module docs): Mitems/s.
@@ -622,4 +672,42 @@ pub fn run(r: &mut Report) {
         ],
         &[("flowline", "rtrb"), ("flowline_niche", "rtrb")],
     );
+    let n: usize = if r.quick { 20_000 } else { 1 << 20 };
+    for gap in [40u32, 100] {
+        let lat = |q: &'static str| Metric {
+            suffix: q,
+            unit: "ns",
+            higher_is_better: false,
+        };
+        let g = f64::from(gap);
+        r.scenario(
+            &format!("spsc_paced{gap}ns_latency"),
+            &[lat("_p50"), lat("_p99")],
+            vec![
+                (
+                    "flowline",
+                    Box::new(move || {
+                        let (tx, rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+                        paced_latency(n, g, tx, rx, |t, v| t.push(v).is_ok(), |r| r.pop())
+                    }),
+                ),
+                (
+                    "flowline_impolite",
+                    Box::new(move || {
+                        let (tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+                        rx.set_polite_polling(false);
+                        paced_latency(n, g, tx, rx, |t, v| t.push(v).is_ok(), |r| r.pop())
+                    }),
+                ),
+                (
+                    "rtrb",
+                    Box::new(move || {
+                        let (tx, rx) = rtrb::RingBuffer::<u64>::new(RING);
+                        paced_latency(n, g, tx, rx, |t, v| t.push(v).is_ok(), |r| r.pop().ok())
+                    }),
+                ),
+            ],
+            &[("flowline", "rtrb"), ("flowline", "flowline_impolite")],
+        );
+    }
 }
