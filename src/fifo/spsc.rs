@@ -69,21 +69,28 @@
 //! waits 16 spin-loop hints (about 300 ns on x86_64 CPUs whose `pause` takes 20 ns; less
 //! where it is shorter) before it reads the index again, and the producer publishes a
 //! line's worth of items or more meanwhile. Measured on this project's 2-vCPU test machine
-//! (`report -- spsc_r1024_burst1`, far placement): single items 2.1-2.4x rtrb 0.4 with
-//! polite polling, 0.6-1.9x without.
+//! (`report -- spsc`, 3 runs, far placement): single items 3.0-3.9x rtrb 0.4 with the
+//! handles on the threads' stacks and 2.7-4.4x boxed (without polite polling, in runs
+//! alternating with these: 0.7-1.0x), bursts of 8 1.8-2.1x.
 //!
 //! What it does not change: a pop or burst that finds the cached view used up always reads
 //! the index before it reports the ring empty, so nothing that is in the ring is missed
-//! (a pop right after a push on the same thread gets the item). What it costs: while this
-//! end trails a producer, an item pushed into a ring this end has just drained waits up to
-//! the pause longer to be seen. A consumer that waits for items one at a time (the ring
-//! empty between them, as in a request-response exchange) finds nothing at the read before
-//! each item and never pauses, so its latency is unchanged (`spsc_pingpong`). The pause
+//! (a pop right after a push on the same thread gets the item). A consumer that waits for
+//! items one at a time (the ring empty between them, as in a request-response exchange)
+//! finds nothing at the read before each item and never pauses, so its round trip is
+//! unchanged (`spsc_pingpong`: 0.94-1.04x rtrb's). **What it costs: latency under a
+//! steady load.** While this end trails a producer, an item pushed into a ring this end
+//! has just drained waits out the pause, and a consumer that pauses settles with a batch
+//! in the ring: with one item pushed every 40 ns (`spsc_paced40ns_latency`, same 3 runs)
+//! the median push-to-pop time was 1.2-2.6 us, against 0.45-0.99 us without polite
+//! polling and 0.44-1.6 us for rtrb; with one every 100 ns, 0.44-0.50 us against
+//! 0.42-0.46 and 0.41-0.46. A consumer that must see each item as soon as possible under
+//! load turns it off with [`Consumer::set_polite_polling`]. The pause
 //! stops being used when it does not pay off: each pause that brings fewer than 8 new
 //! items doubles the run of fruitful reads needed before the next one (up to 4096), so a
 //! producer on the consumer's own thread, or one slower than the consumer, makes pauses
-//! rare. [`Consumer::set_polite_polling`] turns it off. It is the consumer's own state: no
-//! shared write, nothing in the ring's protocol changes.
+//! rare. It is the consumer's own state: no shared write, nothing in the ring's protocol
+//! changes.
 //!
 //! # Example
 //!
