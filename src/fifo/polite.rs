@@ -15,14 +15,17 @@
 //! waits), keeps waiting while each wait pays off (at least [`PAYOFF`] new items), and
 //! doubles `hold` (up to [`MAX_HOLD`]) each time a wait did not pay off: a producer on the
 //! same thread, or one that is slower than the consumer, makes the waits rarer and rarer
-//! (one in 4096 reads at most once the hold is at its maximum).
+//! (one in 4097 reads at most once the hold is at its maximum). Known gap: a paused read
+//! counts every item found since the previous read, so a same-thread producer that pushes
+//! [`PAYOFF`] or more items between drains makes each drain pause (see the ring's docs).
 //!
 //! Everything here is the consumer's own state: no shared write, no atomic, nothing a
 //! model checker needs to see. The wait itself is compiled out under loom and Miri,
 //! where it would only slow the models down.
 
 /// Spin-loop hints in one polite wait: about 300 ns on this project's x86_64 test machine
-/// (a `pause` takes about 20 ns there), less on CPUs with a shorter `pause`.
+/// (a `pause` takes about 20 ns there); the length of a `pause` varies by CPU.
+#[cfg_attr(any(loom, miri), allow(dead_code))]
 pub(crate) const PAUSES: u32 = 16;
 
 /// New items a polite wait must bring to count as paid off: one 64-byte line of 8-byte
@@ -35,7 +38,7 @@ pub(crate) const MIN_HOLD: u16 = 2;
 /// The largest `hold`: after waits that never pay off, at most one read in this many waits.
 pub(crate) const MAX_HOLD: u16 = 4096;
 
-/// `hold` of a consumer that never waits (`set_polite(false)`).
+/// `hold` of a consumer that never waits (`Consumer::set_polite_polling(false)`).
 const OFF: u16 = u16::MAX;
 
 /// One consumer's polite-polling state (see the [module docs](self)).

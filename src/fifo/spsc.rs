@@ -66,12 +66,17 @@
 //! producer, which rewrites it on every push: single items then move at the rate the line
 //! can travel back and forth, not at the rate the two ends can work. So a consumer whose
 //! last reads of the index each found new items, and which has nothing left to take, first
-//! waits 16 spin-loop hints (about 300 ns on x86_64 CPUs whose `pause` takes 20 ns; less
-//! where it is shorter) before it reads the index again, and the producer publishes a
+//! waits 16 spin-loop hints (about 300 ns on this project's test machine, whose `pause`
+//! takes about 20 ns; the length of a `pause` varies by CPU, so the wait can be several
+//! times shorter or longer elsewhere) before it reads the index again, and the producer publishes a
 //! line's worth of items or more meanwhile. Measured on this project's 2-vCPU test machine
 //! (`report -- spsc`, 3 runs, far placement): single items 3.0-3.9x rtrb 0.4 with the
-//! handles on the threads' stacks and 2.7-4.4x boxed (without polite polling, in runs
-//! alternating with these: 0.7-1.0x), bursts of 8 1.8-2.1x.
+//! handles on the threads' stacks and 2.7-4.4x boxed, bursts of 8 (read chunks) 1.8-2.1x;
+//! in 3 earlier runs of the build without polite polling, single items ran at 0.7-1.0x.
+//! [`pop_burst_into`](Consumer::pop_burst_into) (and the burst waits built on it) reads
+//! the index a second time when fewer than `max` items are there, and that read usually
+//! finds nothing and ends the streak, so it rarely pauses; [`read_chunk`](Consumer::read_chunk),
+//! [`pop_burst`](Consumer::pop_burst) and single pops do.
 //!
 //! What it does not change: a pop or burst that finds the cached view used up always reads
 //! the index before it reports the ring empty, so nothing that is in the ring is missed
@@ -86,10 +91,15 @@
 //! polling and 0.44-1.6 us for rtrb; with one every 100 ns, 0.44-0.50 us against
 //! 0.42-0.46 and 0.41-0.46. A consumer that must see each item as soon as possible under
 //! load turns it off with [`Consumer::set_polite_polling`]. The pause
-//! stops being used when it does not pay off: each pause that brings fewer than 8 new
-//! items doubles the run of fruitful reads needed before the next one (up to 4096), so a
-//! producer on the consumer's own thread, or one slower than the consumer, makes pauses
-//! rare. It is the consumer's own state: no shared write, nothing in the ring's protocol
+//! stops being used when it does not pay off: each paused read that finds fewer than 8
+//! new items doubles the run of fruitful reads needed before the next pause (up to
+//! 4096), so a producer on the consumer's own thread that pushes one item at a time, or
+//! one slower than the consumer, makes pauses rare. **Known gap:** the count is of the
+//! items found since the previous read, not of those the pause brought, so a producer on
+//! the consumer's own thread that pushes 8 or more items between drains makes every drain
+//! end with a pause that brings nothing (about 300 ns per drain here); such a consumer
+//! (a single-threaded event loop, say) should turn polite polling off. It is the
+//! consumer's own state: no shared write, nothing in the ring's protocol
 //! changes.
 //!
 //! # Example
