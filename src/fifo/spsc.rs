@@ -1841,6 +1841,27 @@ mod tests {
         assert_eq!(trail(&mut rx, &mut tx, false), 8, "back on");
     }
 
+    /// The pause's bookkeeping (the gain, a wrapping difference of `tail` values) is right
+    /// across the index wrap: a trail that starts just below `usize::MAX` pauses as one
+    /// from zero does, and every item comes out in order.
+    #[test]
+    fn polite_pauses_are_counted_right_across_the_index_wrap() {
+        let (mut tx, mut rx) = with_start_index::<u64>(64, usize::MAX - 3).unwrap();
+        for round in 0..10u64 {
+            for i in 0..8 {
+                tx.push(round * 8 + i).unwrap();
+            }
+            for i in 0..8 {
+                assert_eq!(rx.pop(), Some(round * 8 + i));
+            }
+        }
+        assert_eq!(
+            rx.polite.waits, 8,
+            "all but the first two reads, as without the wrap"
+        );
+        assert_eq!(rx.pop(), None);
+    }
+
     #[test]
     fn capacity_rounds_up_to_power_of_two() {
         for (asked, got) in [(1, 1), (2, 2), (3, 4), (1000, 1024), (1024, 1024)] {
