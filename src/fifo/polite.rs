@@ -12,12 +12,18 @@
 //! and it costs latency when the next item would have come during it. So [`Polite`] waits
 //! only after `hold` reads in a row each found new items (a consumer that waits for single
 //! items one at a time, as in a ping-pong, finds nothing between two items and never
-//! waits), keeps waiting while each wait pays off (at least [`PAYOFF`] new items), and
-//! doubles `hold` (up to [`MAX_HOLD`]) each time a wait did not pay off: a producer on the
-//! same thread, or one that is slower than the consumer, makes the waits rarer and rarer
-//! (one in 4097 reads at most once the hold is at its maximum). Known gap: a paused read
-//! counts every item found since the previous read, so a same-thread producer that pushes
-//! [`PAYOFF`] or more items between drains makes each drain pause (see the ring's docs).
+//! waits), keeps waiting while each wait pays off, and doubles `hold` (up to
+//! [`MAX_HOLD`]) each time a wait did not pay off: a producer on the same thread, or one
+//! that is slower than the consumer, makes the waits rarer and rarer (one in 4097 reads at
+//! most once the hold is at its maximum).
+//!
+//! A wait pays off when its read finds at least [`PAYOFF`] new items **and** at least twice
+//! what the last read without a wait found. A read cannot tell the items the wait brought
+//! from those that were there before it, so the second condition is what tells a wait that
+//! let a producer on another core publish more (a trailing consumer finds one or two items
+//! per read, then a line or more after a wait) from one that only waited for a producer on
+//! the consumer's own thread, which pushes the same batch before each drain whether or not
+//! the consumer waits.
 //!
 //! Everything here is the consumer's own state: no shared write, no atomic, nothing a
 //! model checker needs to see. The wait itself is compiled out under loom and Miri,
@@ -28,8 +34,8 @@
 #[cfg_attr(any(loom, miri), allow(dead_code))]
 pub(crate) const PAUSES: u32 = 16;
 
-/// New items a polite wait must bring to count as paid off: one 64-byte line of 8-byte
-/// items.
+/// New items a polite wait must bring, at least, to count as paid off: one 64-byte line of
+/// 8-byte items (and twice what the last read without a wait found, see the module docs).
 pub(crate) const PAYOFF: usize = 8;
 
 /// Reads in a row that found new items before the first wait.
@@ -48,6 +54,8 @@ pub(crate) struct Polite {
     streak: u16,
     /// Reads in a row with new items needed before a read waits first; [`OFF`]: never.
     hold: u16,
+    /// New items the last read without a wait found (saturated at `u16::MAX`).
+    last: u16,
     /// Waits so far (unit tests of the rings check how often they wait).
     #[cfg(test)]
     pub(crate) waits: usize,
@@ -58,6 +66,7 @@ impl Polite {
         Polite {
             streak: 0,
             hold: MIN_HOLD,
+            last: 0,
             #[cfg(test)]
             waits: 0,
         }
@@ -97,13 +106,15 @@ impl Polite {
             self.waits += usize::from(waited);
         }
         if waited {
-            if gain >= PAYOFF {
+            if gain >= PAYOFF.max(2 * usize::from(self.last)) {
                 self.hold = MIN_HOLD;
             } else {
                 self.hold = self.hold.saturating_mul(2).min(MAX_HOLD);
                 self.streak = 0;
                 return;
             }
+        } else {
+            self.last = u16::try_from(gain).unwrap_or(u16::MAX);
         }
         if gain == 0 {
             self.streak = 0;
@@ -175,6 +186,50 @@ mod tests {
         p.observe(1, true);
         p.observe(PAYOFF, true);
         assert_eq!(p.hold, MIN_HOLD);
+    }
+
+    #[test]
+    fn waits_that_bring_no_more_than_reads_without_them_get_rarer() {
+        // A producer on the consumer's own thread pushes 8 items before each drain of 8
+        // (the consumer never finds the ring empty): every read finds 8, waited or not.
+        let reads = if cfg!(miri) { 12_000 } else { 100_000 };
+        let n = waits(core::iter::repeat(PAYOFF).take(reads));
+        assert_eq!(n, 11 + (reads - 4105) / 4097);
+        // Bigger batches alike.
+        let n = waits(core::iter::repeat(100).take(reads));
+        assert_eq!(n, 11 + (reads - 4105) / 4097);
+        // A trailing consumer: one or two items per read without a wait, a line after one.
+        let mut p = Polite::new();
+        p.observe(2, false);
+        p.observe(1, false);
+        assert!(p.should_wait());
+        p.observe(PAYOFF - 1, true);
+        assert_eq!(p.hold, 2 * MIN_HOLD, "fewer than PAYOFF: not paid off");
+        p.observe(2, false);
+        p.observe(2, false);
+        p.observe(2, false);
+        p.observe(2, false);
+        assert!(p.should_wait());
+        p.observe(PAYOFF, true);
+        assert_eq!(
+            p.hold, MIN_HOLD,
+            "PAYOFF and twice the last unwaited gain: paid off"
+        );
+        p.observe(PAYOFF, true);
+        assert_eq!(
+            p.hold, MIN_HOLD,
+            "waits that go on paying off keep the minimum hold"
+        );
+        // Twice the last unwaited read is needed, not just PAYOFF.
+        p.observe(0, false);
+        p.observe(10, false);
+        p.observe(10, false);
+        assert!(p.should_wait());
+        p.observe(19, true);
+        assert_eq!(p.hold, 2 * MIN_HOLD);
+        // A huge unwaited gain saturates instead of wrapping.
+        p.observe(usize::MAX, false);
+        assert_eq!(p.last, u16::MAX);
     }
 
     #[test]
