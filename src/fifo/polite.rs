@@ -18,12 +18,14 @@
 //! most once the hold is at its maximum).
 //!
 //! A wait pays off when its read finds at least [`PAYOFF`] new items **and** at least twice
-//! what the last read without a wait found. A read cannot tell the items the wait brought
-//! from those that were there before it, so the second condition is what tells a wait that
-//! let a producer on another core publish more (a trailing consumer finds one or two items
-//! per read, then a line or more after a wait) from one that only waited for a producer on
-//! the consumer's own thread, which pushes the same batch before each drain whether or not
-//! the consumer waits.
+//! the most that any read without a wait found since the previous wait (counting only
+//! reads made with nothing left in the cached view, like the waiting read itself). A read
+//! cannot tell the items the wait brought from those that were there before it, so the
+//! second condition is what tells a wait that let a producer on another core publish more
+//! (a trailing consumer finds one or two items per read, then a line or more after a wait)
+//! from one that only waited for a producer on the consumer's own thread, which pushes the
+//! same batches before each drain whether or not the consumer waits: whatever their sizes,
+//! a waiting read then rarely finds twice the largest of the batches before it.
 //!
 //! Everything here is the consumer's own state: no shared write, no atomic, nothing a
 //! model checker needs to see. The wait itself is compiled out under loom and Miri,
@@ -35,7 +37,8 @@
 pub(crate) const PAUSES: u32 = 16;
 
 /// New items a polite wait must bring, at least, to count as paid off: one 64-byte line of
-/// 8-byte items (and twice what the last read without a wait found, see the module docs).
+/// 8-byte items (and twice the most a read without a wait found since the previous wait,
+/// see the module docs).
 pub(crate) const PAYOFF: usize = 8;
 
 /// Reads in a row that found new items before the first wait.
@@ -54,8 +57,9 @@ pub(crate) struct Polite {
     streak: u16,
     /// Reads in a row with new items needed before a read waits first; [`OFF`]: never.
     hold: u16,
-    /// New items the last read without a wait found (saturated at `u16::MAX`).
-    last: u16,
+    /// The most new items a read without a wait, made with nothing left in the cached
+    /// view, found since the last wait (saturated at `u16::MAX`).
+    peak: u16,
     /// Waits so far (unit tests of the rings check how often they wait).
     #[cfg(test)]
     pub(crate) waits: usize,
@@ -66,7 +70,7 @@ impl Polite {
         Polite {
             streak: 0,
             hold: MIN_HOLD,
-            last: 0,
+            peak: 0,
             #[cfg(test)]
             waits: 0,
         }
@@ -98,23 +102,27 @@ impl Polite {
     }
 
     /// Records what a read of the producer's index found: `gain` new items, after a wait
-    /// (`waited`) or not.
+    /// (`waited`) or not, and whether it was made with nothing left in the cached view
+    /// (`empty`: always so after a wait; a read that tops up a partly used view, or one
+    /// that may not wait, is not compared with waiting reads).
     #[inline(always)]
-    pub(crate) fn observe(&mut self, gain: usize, waited: bool) {
+    pub(crate) fn observe(&mut self, gain: usize, waited: bool, empty: bool) {
         #[cfg(test)]
         {
             self.waits += usize::from(waited);
         }
         if waited {
-            if gain >= PAYOFF.max(2 * usize::from(self.last)) {
+            let paid = gain >= PAYOFF.max(usize::from(self.peak).saturating_mul(2));
+            self.peak = 0;
+            if paid {
                 self.hold = MIN_HOLD;
             } else {
                 self.hold = self.hold.saturating_mul(2).min(MAX_HOLD);
                 self.streak = 0;
                 return;
             }
-        } else {
-            self.last = u16::try_from(gain).unwrap_or(u16::MAX);
+        } else if empty {
+            self.peak = self.peak.max(u16::try_from(gain).unwrap_or(u16::MAX));
         }
         if gain == 0 {
             self.streak = 0;
@@ -146,7 +154,7 @@ mod tests {
         for g in gains {
             let w = p.should_wait();
             n += usize::from(w);
-            p.observe(g, w);
+            p.observe(g, w, true);
         }
         n
     }
@@ -177,14 +185,14 @@ mod tests {
         assert_eq!(n, 11 + (reads - 4105) / 4097);
         let mut p = Polite::new();
         for _ in 0..20 {
-            p.observe(1, false);
-            p.observe(1, false);
-            p.observe(1, true);
+            p.observe(1, false, true);
+            p.observe(1, false, true);
+            p.observe(1, true, true);
         }
         assert!(p.hold == MAX_HOLD);
         // A wait that pays off brings the hold back to the minimum.
-        p.observe(1, true);
-        p.observe(PAYOFF, true);
+        p.observe(1, true, true);
+        p.observe(PAYOFF, true, true);
         assert_eq!(p.hold, MIN_HOLD);
     }
 
@@ -200,47 +208,77 @@ mod tests {
         assert_eq!(n, 11 + (reads - 4105) / 4097);
         // A trailing consumer: one or two items per read without a wait, a line after one.
         let mut p = Polite::new();
-        p.observe(2, false);
-        p.observe(1, false);
+        p.observe(2, false, true);
+        p.observe(1, false, true);
         assert!(p.should_wait());
-        p.observe(PAYOFF - 1, true);
+        p.observe(PAYOFF - 1, true, true);
         assert_eq!(p.hold, 2 * MIN_HOLD, "fewer than PAYOFF: not paid off");
-        p.observe(2, false);
-        p.observe(2, false);
-        p.observe(2, false);
-        p.observe(2, false);
+        p.observe(2, false, true);
+        p.observe(2, false, true);
+        p.observe(2, false, true);
+        p.observe(2, false, true);
         assert!(p.should_wait());
-        p.observe(PAYOFF, true);
+        p.observe(PAYOFF, true, true);
         assert_eq!(
             p.hold, MIN_HOLD,
             "PAYOFF and twice the last unwaited gain: paid off"
         );
-        p.observe(PAYOFF, true);
+        p.observe(PAYOFF, true, true);
         assert_eq!(
             p.hold, MIN_HOLD,
             "waits that go on paying off keep the minimum hold"
         );
-        // Twice the last unwaited read is needed, not just PAYOFF.
-        p.observe(0, false);
-        p.observe(10, false);
-        p.observe(10, false);
+        // Twice the largest unwaited read since the last wait is needed, not just PAYOFF.
+        p.observe(0, false, true);
+        p.observe(10, false, true);
+        p.observe(4, false, true);
         assert!(p.should_wait());
-        p.observe(19, true);
+        p.observe(19, true, true);
+        assert_eq!(p.hold, 2 * MIN_HOLD, "19 < 2 * 10");
+        // A read that tops up a partly used cached view is not compared.
+        for _ in 0..4 {
+            p.observe(1, false, true);
+        }
+        p.observe(50, false, false);
+        assert!(p.should_wait());
+        p.observe(PAYOFF, true, true);
+        assert_eq!(p.hold, MIN_HOLD, "the top-up of 50 is not counted");
+        // A huge unwaited gain saturates instead of wrapping (70_000 as u16 would be 4464).
+        p.observe(70_000, false, true);
+        assert_eq!(p.peak, u16::MAX);
+        assert!(p.should_wait());
+        p.observe(usize::from(u16::MAX), true, true);
         assert_eq!(p.hold, 2 * MIN_HOLD);
-        // A huge unwaited gain saturates instead of wrapping.
-        p.observe(usize::MAX, false);
-        assert_eq!(p.last, u16::MAX);
+    }
+
+    #[test]
+    fn batches_of_varying_size_from_the_consumers_thread_make_waits_rare() {
+        let reads = if cfg!(miri) { 12_000 } else { 100_000 };
+        // Alternating 8 and 16: a waiting read finds one of them, never twice the larger.
+        let n = waits((0..reads).map(|i| if i % 2 == 0 { 8 } else { 16 }));
+        assert_eq!(n, 11 + (reads - 4105) / 4097);
+        // Sizes 1..=64, pseudo-random: a wait pays off only when its batch is at least
+        // twice every batch read since the previous wait, which gets rarer as they grow.
+        let mut x: u32 = 0x9e37_79b9;
+        let sizes = (0..reads).map(move |_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            1 + (x % 64) as usize
+        });
+        let n = waits(sizes);
+        assert!(n <= 40 + reads / 1000, "{n} waits in {reads} reads");
     }
 
     #[test]
     fn a_read_that_finds_nothing_ends_the_streak() {
         let mut p = Polite::new();
-        p.observe(1, false);
-        p.observe(1, false);
+        p.observe(1, false, true);
+        p.observe(1, false, true);
         assert!(p.should_wait());
-        p.observe(0, true);
+        p.observe(0, true, true);
         assert!(!p.should_wait());
-        p.observe(3, false);
+        p.observe(3, false, true);
         assert!(!p.should_wait());
     }
 
@@ -254,7 +292,7 @@ mod tests {
                 let mut n = 0;
                 for _ in 0..if cfg!(miri) { 5_000 } else { 100_000 } {
                     n += usize::from(p.should_wait());
-                    p.observe(PAYOFF, false);
+                    p.observe(PAYOFF, false, true);
                 }
                 n
             },
