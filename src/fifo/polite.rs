@@ -18,14 +18,21 @@
 //! most once the hold is at its maximum).
 //!
 //! A wait pays off when its read finds at least [`PAYOFF`] new items **and** at least twice
-//! the most that any read without a wait found since the previous wait (counting only
-//! reads made with nothing left in the cached view, like the waiting read itself). A read
-//! cannot tell the items the wait brought from those that were there before it, so the
-//! second condition is what tells a wait that let a producer on another core publish more
-//! (a trailing consumer finds one or two items per read, then a line or more after a wait)
-//! from one that only waited for a producer on the consumer's own thread, which pushes the
-//! same batches before each drain whether or not the consumer waits: whatever their sizes,
-//! a waiting read then rarely finds twice the largest of the batches before it.
+//! what the last read without a wait found (counting only reads made with nothing left in
+//! the cached view, like the waiting read itself). A read cannot tell the items the wait
+//! brought from those that were there before it, so the second condition is what tells a
+//! wait that let a producer on another core publish more (a trailing consumer finds one or
+//! two items per read, then a line or more after a wait) from one that only waited for a
+//! producer on the consumer's own thread, which pushes the same batch before each drain
+//! whether or not the consumer waits.
+//!
+//! Known gap: a same-thread producer whose batches vary in size (alternating 8 and 16, say)
+//! still makes some waits look paid off (a 16 after an 8), so such a consumer keeps
+//! pausing now and then for nothing. Comparing with the largest read since the previous
+//! wait instead of the last one closes that gap, but was measured to stop the waits of a
+//! consumer that trails a producer on another core (its reads vary too: single items fell
+//! from 32-91 to 21-37 Mitems/s, 3 alternating runs): a consumer fed from its own thread
+//! in varying batches should turn polite polling off.
 //!
 //! Everything here is the consumer's own state: no shared write, no atomic, nothing a
 //! model checker needs to see. The wait itself is compiled out under loom and Miri,
@@ -37,8 +44,7 @@
 pub(crate) const PAUSES: u32 = 16;
 
 /// New items a polite wait must bring, at least, to count as paid off: one 64-byte line of
-/// 8-byte items (and twice the most a read without a wait found since the previous wait,
-/// see the module docs).
+/// 8-byte items (and twice what the last read without a wait found, see the module docs).
 pub(crate) const PAYOFF: usize = 8;
 
 /// Reads in a row that found new items before the first wait.
@@ -57,9 +63,9 @@ pub(crate) struct Polite {
     streak: u16,
     /// Reads in a row with new items needed before a read waits first; [`OFF`]: never.
     hold: u16,
-    /// The most new items a read without a wait, made with nothing left in the cached
-    /// view, found since the last wait (saturated at `u16::MAX`).
-    peak: u16,
+    /// New items the last read without a wait, made with nothing left in the cached view,
+    /// found (saturated at `u16::MAX`).
+    last: u16,
     /// Waits so far (unit tests of the rings check how often they wait).
     #[cfg(test)]
     pub(crate) waits: usize,
@@ -70,7 +76,7 @@ impl Polite {
         Polite {
             streak: 0,
             hold: MIN_HOLD,
-            peak: 0,
+            last: 0,
             #[cfg(test)]
             waits: 0,
         }
@@ -112,9 +118,7 @@ impl Polite {
             self.waits += usize::from(waited);
         }
         if waited {
-            let paid = gain >= PAYOFF.max(usize::from(self.peak).saturating_mul(2));
-            self.peak = 0;
-            if paid {
+            if gain >= PAYOFF.max(usize::from(self.last).saturating_mul(2)) {
                 self.hold = MIN_HOLD;
             } else {
                 self.hold = self.hold.saturating_mul(2).min(MAX_HOLD);
@@ -122,7 +126,7 @@ impl Polite {
                 return;
             }
         } else if empty {
-            self.peak = self.peak.max(u16::try_from(gain).unwrap_or(u16::MAX));
+            self.last = u16::try_from(gain).unwrap_or(u16::MAX);
         }
         if gain == 0 {
             self.streak = 0;
@@ -228,10 +232,10 @@ mod tests {
             p.hold, MIN_HOLD,
             "waits that go on paying off keep the minimum hold"
         );
-        // Twice the largest unwaited read since the last wait is needed, not just PAYOFF.
+        // Twice the last unwaited read is needed, not just PAYOFF.
         p.observe(0, false, true);
-        p.observe(10, false, true);
         p.observe(4, false, true);
+        p.observe(10, false, true);
         assert!(p.should_wait());
         p.observe(19, true, true);
         assert_eq!(p.hold, 2 * MIN_HOLD, "19 < 2 * 10");
@@ -245,29 +249,10 @@ mod tests {
         assert_eq!(p.hold, MIN_HOLD, "the top-up of 50 is not counted");
         // A huge unwaited gain saturates instead of wrapping (70_000 as u16 would be 4464).
         p.observe(70_000, false, true);
-        assert_eq!(p.peak, u16::MAX);
+        assert_eq!(p.last, u16::MAX);
         assert!(p.should_wait());
         p.observe(usize::from(u16::MAX), true, true);
         assert_eq!(p.hold, 2 * MIN_HOLD);
-    }
-
-    #[test]
-    fn batches_of_varying_size_from_the_consumers_thread_make_waits_rare() {
-        let reads = if cfg!(miri) { 12_000 } else { 100_000 };
-        // Alternating 8 and 16: a waiting read finds one of them, never twice the larger.
-        let n = waits((0..reads).map(|i| if i % 2 == 0 { 8 } else { 16 }));
-        assert_eq!(n, 11 + (reads - 4105) / 4097);
-        // Sizes 1..=64, pseudo-random: a wait pays off only when its batch is at least
-        // twice every batch read since the previous wait, which gets rarer as they grow.
-        let mut x: u32 = 0x9e37_79b9;
-        let sizes = (0..reads).map(move |_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            1 + (x % 64) as usize
-        });
-        let n = waits(sizes);
-        assert!(n <= 40 + reads / 1000, "{n} waits in {reads} reads");
     }
 
     #[test]
