@@ -1792,6 +1792,20 @@ mod tests {
         assert_eq!(tx.shared.buf, rx.shared.buf);
     }
 
+    /// Pauses in `reads` reads that each find new items when no pause pays off: one after
+    /// `hold` reads, the hold doubling from 2 up to 4096.
+    fn expected_pauses(reads: usize) -> usize {
+        let (mut expected, mut done, mut hold) = (0, 0, 2);
+        loop {
+            done += hold + 1;
+            if done > reads {
+                return expected;
+            }
+            expected += 1;
+            hold = (hold * 2).min(4096);
+        }
+    }
+
     /// Polite polling never hides an item: a pop right after a push on the same thread
     /// gets it, and since each pause there brings one item, pauses become rare.
     #[test]
@@ -1805,15 +1819,7 @@ mod tests {
         // A pause comes after `hold` fruitful reads, each pop is one read, and each pause
         // doubles the hold (2, 4, ... up to 4096): 11 pauses in the first 4105 pops, then
         // one per 4097.
-        let (mut expected, mut reads, mut hold) = (0, 0, 2);
-        loop {
-            reads += hold + 1;
-            if reads > n {
-                break;
-            }
-            expected += 1;
-            hold = (hold * 2).min(4096);
-        }
+        let expected = expected_pauses(n as usize);
         assert_eq!(rx.polite.waits, expected);
         assert!(expected <= 11 + n as usize / 4097);
     }
@@ -1909,15 +1915,7 @@ mod tests {
                 }
             }
             // One read per batch, each finding `batch`: pauses as for one item per read.
-            let (mut expected, mut reads, mut hold) = (0, 0, 2);
-            loop {
-                reads += hold + 1;
-                if reads > rounds {
-                    break;
-                }
-                expected += 1;
-                hold = (hold * 2).min(4096);
-            }
+            let expected = expected_pauses(rounds as usize);
             assert_eq!(rx.polite.waits, expected, "batch {batch}");
         }
     }
