@@ -105,6 +105,35 @@ fn wrap_around_with_spinning_producer() {
     });
 }
 
+/// Lazy release: capacity 2, single pops released in groups of 2 (or when a pop finds
+/// nothing). The descriptors of taken runs are cleared only when `head` is published, and
+/// the producer, spinning on a full ring, reuses them a lap later: loom checks that the
+/// clears are ordered before its reuse (a late clear would wipe a fresh publication and
+/// lose an item: the consumer would spin forever) and that no slot is read and written at
+/// once.
+#[test]
+fn lazy_release_wraps_with_spinning_producer() {
+    loom::model(|| {
+        let (mut tx, mut rx) = mpsc::with_release_batch::<u32>(2, 0, 2).unwrap();
+        let p = thread::spawn(move || {
+            for v in [1, 2, 3] {
+                while tx.push(v).is_err() {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match rx.pop() {
+                Some(v) => got.push(v),
+                None => thread::yield_now(),
+            }
+        }
+        p.join().unwrap();
+        assert_eq!(got, [1, 2, 3]);
+    });
+}
+
 /// A producer holding a chunk reservation open does not stop another producer: with
 /// capacity 4, B's push completes while A's chunk is unpublished, and the consumer gets
 /// A's item before B's (reservation order) once A commits.

@@ -1,6 +1,8 @@
 //! Property test: random sequences of MPSC operations from three interleaved producer
 //! handles, including chunks held open while other producers push, against a model: a
-//! `VecDeque` of runs in reservation order. Items count their drops (exactly once, leftovers
+//! `VecDeque` of runs in reservation order, plus the slots that single pops consumed and
+//! have not released yet (lazy release, with a random release batch and a start index
+//! that may be just below the wrap). Items count their drops (exactly once, leftovers
 //! included).
 #![cfg(not(loom))]
 
@@ -38,6 +40,7 @@ enum Op {
     PopBulkInto(usize),
     /// Read chunk of up to n items, then commit k of them (k clamped to the chunk).
     ReadChunk(usize, usize),
+    ReleasePending,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -53,6 +56,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0usize..6).prop_map(Op::PopBurstInto),
         (0usize..6).prop_map(Op::PopBulkInto),
         (0usize..7, 0usize..7).prop_map(|(n, k)| Op::ReadChunk(n, k)),
+        Just(Op::ReleasePending),
     ]
 }
 
@@ -69,20 +73,32 @@ struct Model {
     runs: VecDeque<Run>,
     /// Slots reserved and not yet passed by the consumer.
     used: usize,
+    /// Slots passed by single pops and not yet released to the producers.
+    pending: usize,
+    release_batch: usize,
 }
 
 impl Model {
     /// What the real consumer's `ready()` does: pass exhausted runs (freeing their
-    /// remaining slots) and return the next item, stopping at an unpublished run.
+    /// remaining slots, which releases everything) and return the next item, stopping at
+    /// an unpublished run (which also releases everything: nothing is left pending when
+    /// the consumer finds nothing).
     fn ready(&mut self) -> Option<u64> {
         while let Some(front) = self.runs.front() {
-            let items = front.items.as_ref()?;
+            let Some(items) = front.items.as_ref() else {
+                self.pending = 0;
+                return None;
+            };
             if front.taken < items.len() {
                 return Some(items[front.taken]);
+            }
+            if front.len > front.taken {
+                self.pending = 0;
             }
             self.used -= front.len - front.taken;
             self.runs.pop_front();
         }
+        self.pending = 0;
         None
     }
 
@@ -91,6 +107,21 @@ impl Model {
         self.runs.front_mut().unwrap().taken += 1;
         self.used -= 1;
         Some(v)
+    }
+
+    /// A single pop: the slot stays pending until a batch is full.
+    fn pop(&mut self) -> Option<u64> {
+        let v = self.take()?;
+        self.pending += 1;
+        if self.pending >= self.release_batch {
+            self.pending = 0;
+        }
+        Some(v)
+    }
+
+    /// Slots the producers count as used.
+    fn producer_used(&self) -> usize {
+        self.used + self.pending
     }
 
     /// Items published from the consumer's position on, across runs and their holes,
@@ -149,10 +180,18 @@ fn items(drops: &Rc<Cell<u64>>, from: u64, n: usize) -> impl Iterator<Item = Ite
 
 proptest! {
     #[test]
-    fn matches_model(cap in 1usize..9, ops in proptest::collection::vec(op(), 0..150)) {
+    fn matches_model(
+        cap in 1usize..9,
+        batch in 1usize..9,
+        near_wrap in any::<bool>(),
+        ops in proptest::collection::vec(op(), 0..150),
+    ) {
         let drops = Rc::new(Cell::new(0u64));
-        let (tx, mut rx) = mpsc::channel::<Item>(cap).unwrap();
+        let start = if near_wrap { u64::MAX - 5 } else { 0 };
+        let (tx, mut rx) = mpsc::with_release_batch::<Item>(cap, start, batch).unwrap();
         let cap = tx.capacity();
+        // A handle that never pushes: the producers' view of the ring.
+        let view = tx.clone();
         // Producers live behind raw pointers so that a chunk (which borrows its producer
         // mutably) can stay open across loop iterations. A producer with an open chunk is
         // never used through its pointer until the chunk is closed, so the two never alias.
@@ -167,7 +206,12 @@ proptest! {
             unsafe { &mut *{ ptrs[p] } }
         };
         let mut chunks: [Option<(u64, WriteChunk<'static, Item>)>; 3] = [None, None, None];
-        let mut m = Model { runs: VecDeque::new(), used: 0 };
+        let mut m = Model {
+            runs: VecDeque::new(),
+            used: 0,
+            pending: 0,
+            release_batch: batch.min(cap),
+        };
         let mut next = 0u64;
         let mut created = 0u64;
         let mut key = 0u64;
@@ -178,7 +222,7 @@ proptest! {
                 Op::Push(p) => {
                     created += 1;
                     let ok = prod(p).push(items(&drops, next, 1).next().unwrap()).is_ok();
-                    prop_assert_eq!(ok, m.used < cap);
+                    prop_assert_eq!(ok, m.producer_used() < cap);
                     if ok {
                         m.reserve(key, 1, Some(vec![next]));
                     }
@@ -190,7 +234,7 @@ proptest! {
                     let k = prod(p).push_burst_iter(&mut it);
                     prop_assert_eq!(it.count(), n - k); // leftovers are dropped here
                     created += n as u64;
-                    let reserved = n.min(cap - m.used);
+                    let reserved = n.min(cap - m.producer_used());
                     prop_assert_eq!(k, reserved);
                     m.reserve(key, reserved, Some((next..next + k as u64).collect()));
                     key += 1;
@@ -200,7 +244,7 @@ proptest! {
                     let batch: Vec<Item> = items(&drops, next, n).collect();
                     created += n as u64;
                     let ok = prod(p).push_bulk_iter(batch).is_ok();
-                    prop_assert_eq!(ok, n <= cap - m.used);
+                    prop_assert_eq!(ok, n <= cap - m.producer_used());
                     if ok {
                         m.reserve(key, n, Some((next..next + n as u64).collect()));
                     }
@@ -209,7 +253,7 @@ proptest! {
                 }
                 Op::OpenChunk(p, n) => {
                     let c = prod(p).write_chunk(n);
-                    let reserved = n.min(cap - m.used);
+                    let reserved = n.min(cap - m.producer_used());
                     prop_assert_eq!(c.len(), reserved);
                     m.reserve(key, reserved, None);
                     chunks[p] = Some((key, c));
@@ -242,7 +286,11 @@ proptest! {
                 }
                 Op::Pop => {
                     let got = rx.pop().map(|i| i.id);
-                    prop_assert_eq!(got, m.take());
+                    prop_assert_eq!(got, m.pop());
+                }
+                Op::ReleasePending => {
+                    rx.release_pending();
+                    m.pending = 0;
                 }
                 Op::Peek => {
                     let got = rx.peek().map(|i| i.id);
@@ -261,6 +309,9 @@ proptest! {
                             None => break,
                         }
                     }
+                    if !want.is_empty() {
+                        m.pending = 0;
+                    }
                     let got: Vec<u64> = v.iter().map(|i| i.id).collect();
                     prop_assert_eq!(got, want);
                 }
@@ -273,6 +324,9 @@ proptest! {
                     } else {
                         Vec::new()
                     };
+                    if !want.is_empty() {
+                        m.pending = 0;
+                    }
                     let got: Vec<u64> = v.iter().map(|i| i.id).collect();
                     prop_assert_eq!(got, want);
                 }
@@ -287,11 +341,14 @@ proptest! {
                     for _ in 0..k {
                         m.take();
                     }
+                    m.pending = 0; // a commit always publishes
                 }
             }
             prop_assert_eq!(rx.len(), m.used);
             prop_assert_eq!(rx.free(), cap - m.used);
+            prop_assert_eq!(view.len(), m.producer_used());
         }
+        drop(view);
         for c in chunks.iter_mut() {
             drop(c.take()); // open chunks are published empty
         }

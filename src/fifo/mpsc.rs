@@ -21,6 +21,30 @@
 //! * consumer: 1 descriptor line, 4 data lines, and its own `head` line once per call.
 //!   Per-slot state is never read per item.
 //!
+//! # Lazy release
+//!
+//! Publishing items is immediate: every push, burst and chunk commit publishes its run.
+//! Releasing slots is immediate for bursts, bulk pops and read chunks (one `head` store per
+//! call), but single [`pop`](Consumer::pop)s release their slots in groups of
+//! [`release_batch_for`](super::spsc::release_batch_for)`(slots)` (an eighth of the ring,
+//! at most 128; rings of up to 15 slots release every pop), and in any case when a pop (or
+//! any read) finds nothing more published, in
+//! [`release_pending`](Consumer::release_pending), and when the consumer is dropped. A
+//! release also clears the descriptors of the runs taken since the previous one (a taken
+//! descriptor must never match again, and must be cleared before a producer can reuse it),
+//! so single items no longer make the consumer write the descriptor line that the
+//! producer is writing the next descriptor into, once per item. Measured on this project's
+//! 2-vCPU machine (`report -- mpsc_r1024_burst1`, one producer, alternating with the build
+//! that released and cleared on every pop): see the README's results table.
+//!
+//! The cost, as for [`spsc`](super::spsc#lazy-release): after single pops the producers
+//! may see up to `release_batch - 1` fewer free slots than there are, until the consumer
+//! releases them; the consumer's own [`len`](Consumer::len) counts them as free. A
+//! consumer that keeps popping releases them, and so does one that pops until it finds
+//! nothing. **One pattern needs a call:** a thread that stops popping while items remain
+//! and then waits for a producer to have room must call
+//! [`release_pending`](Consumer::release_pending) first, or both may wait forever.
+//!
 //! # Progress: a stalled producer blocks nobody else's enqueue
 //!
 //! Producers never wait for each other. A producer preempted between reserving and
@@ -52,7 +76,8 @@
 //!
 //! Indices are free-running **64-bit** counters on every target (32-bit ones too), and
 //! every comparison between them is a wrapping difference. Run descriptors carry a full
-//! 64-bit stamp, and the consumer clears each stamp when it takes the run, so a stamp left
+//! 64-bit stamp, and the consumer clears the stamp of every run it has taken before it
+//! publishes a `head` past it (see "Lazy release"), so a stamp left
 //! from an earlier lap never matches, however many times the counters wrap (dropped empty
 //! chunks included: each uses up indices without items). What remains is the limit every
 //! CAS-reserved ring has: a producer handle whose cached view is from exactly a multiple of
@@ -224,6 +249,29 @@ pub fn build<T, W: WaitMode>(
     capacity: usize,
     start: u64,
 ) -> Result<(Producer<T, W>, Consumer<T, W>), CapacityError> {
+    build_with(capacity, start, None)
+}
+
+/// **Testing only, not for production:** as [`with_start_index`], with single pops
+/// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of the
+/// default ([`spsc::release_batch_for`](super::spsc::release_batch_for)), so that tests
+/// can exercise lazy release on small rings. Hidden from the docs and outside any semver
+/// promise.
+#[doc(hidden)]
+pub fn with_release_batch<T>(
+    capacity: usize,
+    start: u64,
+    release_batch: usize,
+) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
+    build_with(capacity, start, Some(release_batch))
+}
+
+#[allow(clippy::type_complexity)]
+fn build_with<T, W: WaitMode>(
+    capacity: usize,
+    start: u64,
+    release_batch: Option<usize>,
+) -> Result<(Producer<T, W>, Consumer<T, W>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
     if slots > MAX_SLOTS {
         return Err(CapacityError::TooLarge {
@@ -280,6 +328,11 @@ pub fn build<T, W: WaitMode>(
         head: start,
         valid_end: start,
         run_end: start,
+        released: start,
+        uncleared: start,
+        release_batch: release_batch
+            .map_or(super::spsc::release_batch_for(slots), |b| b.clamp(1, slots))
+            as u64,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
@@ -389,6 +442,15 @@ impl<T> Shared<T> {
         // Relaxed: ordered by the Acquire above.
         let lens = r.lens.load(Ordering::Relaxed);
         Some(((lens >> 32) as usize, (lens & 0xffff_ffff) as usize))
+    }
+
+    /// The length of the run at `index`, which the consumer has taken (read by the
+    /// consumer only, before it clears the descriptor).
+    #[inline(always)]
+    fn taken_len(&self, index: u64) -> u64 {
+        // Relaxed: the consumer read this descriptor with Acquire when it took the run;
+        // nobody writes it again before the consumer publishes a `head` past it.
+        self.desc(index).lens.load(Ordering::Relaxed) >> 32
     }
 
     /// The consumer has taken the run at `index`: its stamp must never match again.
@@ -985,6 +1047,15 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     valid_end: u64,
     /// End of the current run (`valid_end <= run_end`).
     run_end: u64,
+    /// The `head` the producers last saw (the last Release store of `shared.head`).
+    released: u64,
+    /// Start of the oldest run this end has taken whose descriptor is not cleared yet: the
+    /// runs taken since the last publication of `head` form the chain
+    /// `[uncleared, run_end)`, and `release` clears them before it publishes.
+    uncleared: u64,
+    /// Single pops publish `head` once this many slots are consumed and unpublished (see
+    /// "Lazy release" in the module docs).
+    release_batch: u64,
     /// How the blocking pops wait.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
@@ -1012,14 +1083,19 @@ impl<T, W: WaitMode> Consumer<T, W> {
             }
             match self.shared.run_at(self.head) {
                 Some((len, valid)) => {
-                    self.shared.clear(self.head);
+                    // Taken: its descriptor is cleared by the next `release`.
                     self.valid_end = self.head.wrapping_add(valid as u64);
                     self.run_end = self.head.wrapping_add(len as u64);
                     if valid > 0 {
                         return valid;
                     }
                 }
-                None => return 0,
+                None => {
+                    // Nothing more is published: a consumer that stops here leaves
+                    // nothing pending (see "Lazy release").
+                    self.release_pending();
+                    return 0;
+                }
             }
         }
     }
@@ -1033,7 +1109,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
             let Some((len, valid)) = self.shared.run_at(self.run_end) else {
                 break;
             };
-            self.shared.clear(self.run_end);
+            // Taken (cleared by the next `release`).
             self.valid_end = self.run_end.wrapping_add(valid as u64);
             self.run_end = self.run_end.wrapping_add(len as u64);
             n += valid;
@@ -1058,8 +1134,20 @@ impl<T, W: WaitMode> Consumer<T, W> {
         n
     }
 
-    #[inline(always)]
-    fn release(&self) {
+    /// Publishes `head` to the producers: first clears the descriptors of the runs taken
+    /// since the last publication (once a producer sees the new `head` it may publish a
+    /// run at them again, and a stamp this end passed must never match again), then one
+    /// Release store.
+    #[inline]
+    fn release(&mut self) {
+        let mut at = self.uncleared;
+        while at != self.run_end {
+            let len = self.shared.taken_len(at);
+            self.shared.clear(at);
+            at = at.wrapping_add(len);
+        }
+        self.uncleared = at;
+        self.released = self.head;
         // Release: pairs with the producers' Acquire head load in `reserve`, so this end's
         // reads of the freed slots (and its clearing of their descriptors) happen before
         // they are reused.
@@ -1067,6 +1155,27 @@ impl<T, W: WaitMode> Consumer<T, W> {
         #[cfg(feature = "std")]
         if W::WAITS {
             self.shared.room.notify();
+        }
+    }
+
+    /// Releases to the producers the slots that single [`pop`](Self::pop)s consumed and
+    /// have not released yet (see "Lazy release" in the [module docs](self)). Bursts,
+    /// committed chunks, a pop that finds nothing and dropping this end do it on their
+    /// own; call it when this end stops popping while items remain and then waits for a
+    /// producer to have room.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(1024).unwrap();
+    /// tx.push_burst(&[0; 1024]);
+    /// rx.pop().unwrap();
+    /// assert!(tx.push(1).is_err()); // the slot is not released yet
+    /// rx.release_pending();
+    /// assert!(tx.push(1).is_ok());
+    /// ```
+    #[inline]
+    pub fn release_pending(&mut self) {
+        if self.released != self.head {
+            self.release();
         }
     }
 
@@ -1089,7 +1198,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
         // the item is moved out once and `head` passes it.
         let v = unsafe { (*sh.slot(self.head)).assume_init_read() };
         self.head = self.head.wrapping_add(1);
-        self.release();
+        if self.head.wrapping_sub(self.released) >= self.release_batch {
+            self.release();
+        }
         Some(v)
     }
 
@@ -1121,8 +1232,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         impl<T, W: WaitMode> Drop for Publish<'_, T, W> {
             fn drop(&mut self) {
+                // (`ready` may have published already, on finding nothing more.)
                 if self.n > 0 {
-                    self.consumer.release();
+                    self.consumer.release_pending();
                 }
             }
         }
@@ -1265,7 +1377,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
     }
 
     /// Slots reserved or published and not yet consumed (a snapshot; includes
-    /// reservations still being written, and empty slots of partly filled runs).
+    /// reservations still being written, and empty slots of partly filled runs). Slots this
+    /// end consumed and has not released yet count as free here (the producers count them
+    /// as used until then: see "Lazy release" in the [module docs](self)).
     ///
     /// ```
     /// let (mut tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
@@ -1273,7 +1387,10 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        ring_len(&self.shared)
+        // Relaxed: a snapshot. Never below `head`: this end passed only published runs,
+        // whose reservations came before their Acquire-read publications.
+        let tail = self.shared.tail.load(Ordering::Relaxed);
+        tail.wrapping_sub(self.head).min(self.shared.slots as u64) as usize
     }
 
     /// Free slots (a snapshot).
@@ -1326,6 +1443,7 @@ impl<T, W: WaitMode> Drop for Consumer<T, W> {
             .store(self.valid_end, Ordering::Relaxed);
         cold.final_run_end.store(self.run_end, Ordering::Relaxed);
         self.release();
+        let cold = &self.shared.cold;
         // Release: pairs with the producers' Acquire in `is_abandoned`.
         cold.consumer_gone.store(true, Ordering::Release);
         // Producers sleeping in `push_wait` learn that nothing more will be taken.
@@ -1795,6 +1913,101 @@ mod tests {
         let (tx, rx) = channel::<u64>(1000).unwrap();
         assert_eq!(tx.shared.buf as usize % super::super::SLOT_ALIGN, 0);
         assert_eq!(tx.shared.buf, rx.shared.buf);
+    }
+
+    /// Lazy release must not weaken the wrap protection: once the producers can see a
+    /// `head`, every descriptor stamp behind it is cleared (a producer may publish there
+    /// again, and a stamp from before must never match). Checked after every operation of
+    /// a mix of single pops (released in groups of 3), bursts, chunks and empty chunks, on
+    /// rings started at 0 and just below the wrap. Fails if `release` publishes `head`
+    /// before it clears the runs taken since the last publication.
+    #[test]
+    fn no_stamp_behind_the_published_head_survives_lazy_release() {
+        fn check<W: WaitMode>(rx: &Consumer<u32, W>) {
+            let sh = &*rx.shared;
+            let head = sh.head.load(Ordering::Relaxed);
+            for (d, r) in sh.runs.iter().enumerate() {
+                let stamp = r.stamp.load(Ordering::Relaxed);
+                if stamp == CLEARED {
+                    continue;
+                }
+                let index = ((stamp - 1) << sh.desc_shift) | d as u64;
+                assert!(
+                    index.wrapping_sub(head) < 1 << 63,
+                    "descriptor {d}: a run at {index} is still stamped behind head {head}"
+                );
+            }
+        }
+        for start in [0, u64::MAX - 20] {
+            let (mut tx, mut rx) = with_release_batch::<u32>(16, start, 3).unwrap();
+            let mut next = 0u32;
+            let mut expect = 0u32;
+            for round in 0..40u32 {
+                for _ in 0..(round % 5) {
+                    if tx.push(next).is_ok() {
+                        next += 1;
+                    }
+                }
+                if round % 7 == 3 {
+                    drop(tx.write_chunk(2)); // published empty
+                }
+                let k = tx.push_burst(&[next, next + 1, next + 2][..(round % 4) as usize]);
+                next += k as u32;
+                check(&rx);
+                for _ in 0..(round % 6) {
+                    match rx.pop() {
+                        Some(v) => {
+                            assert_eq!(v, expect);
+                            expect += 1;
+                        }
+                        None => break,
+                    }
+                    check(&rx);
+                }
+                if round % 3 == 0 {
+                    let mut out = [0u32; 2];
+                    let n = rx.pop_burst(&mut out);
+                    assert_eq!(
+                        &out[..n],
+                        &(expect..expect + n as u32).collect::<Vec<_>>()[..]
+                    );
+                    expect += n as u32;
+                    check(&rx);
+                }
+            }
+            while let Some(v) = rx.pop() {
+                assert_eq!(v, expect);
+                expect += 1;
+                check(&rx);
+            }
+            assert_eq!(expect, next);
+        }
+    }
+
+    /// Single pops publish `head` once per group, at once when they find nothing more, and
+    /// on `release_pending`; the consumer counts its consumed slots as free at once.
+    #[test]
+    fn single_pops_release_in_groups() {
+        let (mut tx, mut rx) = channel::<u32>(1024).unwrap();
+        assert_eq!(rx.release_batch, 128);
+        assert_eq!(tx.push_burst(&[7; 1024]), 1024);
+        for _ in 0..127 {
+            assert_eq!(rx.pop(), Some(7));
+        }
+        assert_eq!((tx.len(), rx.len()), (1024, 897));
+        assert!(tx.push(1).is_err(), "127 pending slots were released early");
+        assert_eq!(rx.pop(), Some(7)); // the 128th: a group
+        assert_eq!(tx.len(), 896);
+        assert_eq!(rx.pop(), Some(7));
+        rx.release_pending();
+        assert_eq!(tx.len(), 895);
+        while rx.len() > 1 {
+            rx.pop().unwrap();
+        }
+        assert!(tx.len() > 1);
+        assert_eq!(rx.pop(), Some(7));
+        assert_eq!(rx.pop(), None); // found nothing: everything is released
+        assert_eq!(tx.len(), 0);
     }
 
     #[test]
