@@ -27,6 +27,7 @@ impl Drop for Item {
 enum Op {
     Push,
     PushBurstIter(usize),
+    PushBurstFrom(usize),
     PushBulkIter(usize),
     WriteChunk {
         reserve: usize,
@@ -47,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         Just(Op::Push),
         (0usize..6).prop_map(Op::PushBurstIter),
+        (0usize..6).prop_map(Op::PushBurstFrom),
         (0usize..6).prop_map(Op::PushBulkIter),
         (0usize..6, 0usize..6).prop_map(|(reserve, commit)| Op::WriteChunk { reserve, commit }),
         Just(Op::Pop),
@@ -108,6 +110,17 @@ proptest! {
                     prop_assert_eq!(k, n.min(cap - model.len() - pending));
                     prop_assert_eq!(it.len(), n - k);
                     for _ in 0..k { model.push_back(next); next += 1; }
+                }
+                Op::PushBurstFrom(n) => {
+                    let mut items = mk(next, n);
+                    created += n as u64;
+                    let k = tx.push_burst_from(&mut items);
+                    prop_assert_eq!(k, n.min(cap - model.len() - pending));
+                    // What did not fit stays, in order (and is dropped here, once).
+                    let left: Vec<u64> = items.iter().map(|i| i.id).collect();
+                    prop_assert_eq!(left, (next + k as u64..next + n as u64).collect::<Vec<_>>());
+                    for _ in 0..k { model.push_back(next); next += 1; }
+                    next += (n - k) as u64;
                 }
                 Op::PushBulkIter(n) => {
                     let items = mk(next, n);

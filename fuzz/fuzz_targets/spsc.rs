@@ -1,6 +1,7 @@
 //! Fuzz target: SPSC ring op sequences from the input, against a `VecDeque` model, with
 //! heap-owning items so that a double drop, a leak or a stale read shows up. The first
-//! byte picks the capacity and the single-pop release batch; the model tracks slots popped
+//! byte picks the capacity and the single-pop release batch (pushes come singly, as
+//! bursts from an iterator or from a `Vec`, and as bulk); the model tracks slots popped
 //! and not yet released, and the consumer's cached view of the producer's index.
 #![no_main]
 
@@ -10,7 +11,9 @@ use flowline::fifo::spsc;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&cap, ops)) = data.split_first() else { return };
+    let Some((&cap, ops)) = data.split_first() else {
+        return;
+    };
     let batch = usize::from(cap >> 4) + 1;
     let (mut tx, mut rx) =
         spsc::with_release_batch::<Box<u64>>(usize::from(cap % 9) + 1, 0, batch).unwrap();
@@ -36,6 +39,17 @@ fuzz_target!(|data: &[u8]| {
                 let ok = tx.push(Box::new(next)).is_ok();
                 assert_eq!(ok, model.len() + pending < cap);
                 if ok {
+                    model.push_back(next);
+                    next += 1;
+                }
+            }
+            1 if b & 0x8 != 0 => {
+                // From a `Vec`, moved as bytes: what did not fit stays, in order.
+                let mut v: Vec<Box<u64>> = (next..next + n as u64).map(Box::new).collect();
+                let k = tx.push_burst_from(&mut v);
+                assert_eq!(k, n.min(cap - model.len() - pending));
+                assert!(v.iter().map(|b| **b).eq(next + k as u64..next + n as u64));
+                for _ in 0..k {
                     model.push_back(next);
                     next += 1;
                 }
@@ -109,7 +123,11 @@ fuzz_target!(|data: &[u8]| {
                 let len = c.len();
                 assert_eq!(len, n.min(avail(n, &mut cached, &mut pending, model.len())));
                 let (a, bb) = c.as_slices();
-                assert!(a.iter().chain(bb).map(|b| **b).eq(model.iter().take(len).copied()));
+                assert!(a
+                    .iter()
+                    .chain(bb)
+                    .map(|b| **b)
+                    .eq(model.iter().take(len).copied()));
                 let k = len / 2 + usize::from(b & 0x8 != 0) * (len - len / 2);
                 c.commit(k);
                 cached -= k;

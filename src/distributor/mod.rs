@@ -707,7 +707,7 @@ where
         for lane in &mut self.lanes {
             if !lane.staged.is_empty() {
                 let n = lane.staged.len();
-                let pushed = lane.tx.push_burst_iter(&mut lane.staged.drain(..));
+                let pushed = lane.tx.push_burst_from(&mut lane.staged);
                 // The ring holds `credit` slots and a worker never has more than `credit`
                 // packets outstanding, so the staged packets always fit.
                 assert_eq!(pushed, n, "worker ring sized to the credit overflowed");

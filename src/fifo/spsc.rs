@@ -585,6 +585,43 @@ impl<T, W: WaitMode> Producer<T, W> {
         true
     }
 
+    /// Burst from a `Vec`: moves as many items as fit from the front of `items` into the
+    /// ring, publishes them with one index store, and returns how many; the items that did
+    /// not fit stay in `items`, in order. Items of any type move as bytes (two copies at
+    /// most, and one more to close the gap when some did not fit): no per-item code runs,
+    /// so nothing can panic half-way.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<String>(2).unwrap();
+    /// let mut v = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+    /// assert_eq!(tx.push_burst_from(&mut v), 2);
+    /// assert_eq!(v, ["c"]);
+    /// assert_eq!(rx.pop().as_deref(), Some("a"));
+    /// ```
+    #[inline]
+    pub fn push_burst_from(&mut self, items: &mut Vec<T>) -> usize {
+        let mut chunk = self.write_chunk(items.len());
+        let n = chunk.len;
+        let rest = items.len() - n;
+        let (a, b) = chunk.as_mut_slices();
+        let src = items.as_mut_ptr();
+        // SAFETY: `MaybeUninit<T>` has the layout of `T`; the chunk's two runs hold `n`
+        // free slots (`a.len() + b.len() == n <= items.len()`), disjoint from the `Vec`'s
+        // buffer. The first `n` items are moved into them and the `Vec` forgets them
+        // (`set_len` after the remaining `rest` are moved to its front, `ptr::copy`
+        // allowing the overlap); no code runs in between that could unwind, so each item
+        // is owned exactly once, by the ring or by `items`. `commit(n)`: all `n` slots
+        // were written.
+        unsafe {
+            ptr::copy_nonoverlapping(src, a.as_mut_ptr().cast::<T>(), a.len());
+            ptr::copy_nonoverlapping(src.add(a.len()), b.as_mut_ptr().cast::<T>(), b.len());
+            ptr::copy(src.add(n), src, rest);
+            items.set_len(rest);
+            chunk.commit(n);
+        }
+        n
+    }
+
     /// Burst from an iterator: moves items from `iter` into the free slots until either runs
     /// out, publishes them at once, and returns how many. Items that did not fit stay in the
     /// iterator (it is never advanced past what was stored).
@@ -1248,8 +1285,27 @@ impl<T, W: WaitMode> Consumer<T, W> {
         // One read of the producer's index (a second one, for `pop_burst_with`, would
         // find nothing new after a short burst and end the polite-polling streak).
         let n = self.available_for(max).min(max);
+        // May panic (capacity overflow) or abort (allocation): before anything is taken.
         out.reserve(n);
-        self.take_with(n, |v| out.push(v))
+        let start = self.head;
+        self.shared
+            .tracker
+            .read_each(n, |k| start.wrapping_add(k) & self.mask);
+        let (first, second) = runs(start, n, self.mask);
+        let len = out.len();
+        // SAFETY: the `n` slots from `head` hold published items (`available_for`), in two
+        // disjoint in-bounds runs; `out` has room for `n` more (`reserve`), and its buffer
+        // is not the ring's. The items move out as bytes and `out` owns them from
+        // `set_len`; `release(n)` right after passes their slots (nothing between can
+        // unwind), so each item is read once and never dropped by the ring.
+        unsafe {
+            let dst = out.as_mut_ptr().add(len);
+            ptr::copy_nonoverlapping(self.slot(start).cast::<T>(), dst, first);
+            ptr::copy_nonoverlapping(self.buf.cast::<T>(), dst.add(first), second);
+            out.set_len(len + n);
+        }
+        self.release(n);
+        n
     }
 
     /// Burst to a closure: moves up to `max` available items, oldest first, into `f`, and
@@ -2032,6 +2088,57 @@ mod tests {
         assert_eq!(rc.as_slices(), (&[10][..], &[11, 12, 13][..]));
         rc.commit(3);
         assert_eq!(rx.pop(), Some(13));
+    }
+
+    /// `push_burst_from` and `pop_burst_into` move items as bytes, in two copies where the
+    /// run crosses the end of the buffer: every item arrives once, in order, and is dropped
+    /// once (by the receiver, by the `Vec` that kept what did not fit, or by the ring);
+    /// also across the index wrap and for zero-sized items.
+    #[test]
+    fn vec_bursts_move_each_item_once_across_the_buffer_end() {
+        for start in [0, 3, usize::MAX - 5] {
+            let drops = Rc::new(Cell::new(0));
+            let (mut tx, mut rx) = with_start_index::<Tracked>(4, start).unwrap();
+            let mut model = std::collections::VecDeque::new();
+            let mut next = 0u64;
+            let mut made = 0;
+            for round in 0..12 {
+                let n = [3usize, 5, 1, 0][round % 4];
+                let mut v: Vec<Tracked> = (next..next + n as u64)
+                    .map(|i| Tracked(i, drops.clone()))
+                    .collect();
+                made += n;
+                let k = tx.push_burst_from(&mut v);
+                assert_eq!(k, n.min(4 - model.len()));
+                model.extend(next..next + k as u64);
+                let left: Vec<u64> = v.iter().map(|t| t.0).collect();
+                assert_eq!(left, (next + k as u64..next + n as u64).collect::<Vec<_>>());
+                next += n as u64;
+                let before = drops.get();
+                drop(v);
+                assert_eq!(drops.get(), before + n - k, "leftovers dropped once");
+                let mut out = Vec::with_capacity(1); // grows inside the call
+                out.push(Tracked(u64::MAX, drops.clone()));
+                made += 1;
+                let got = rx.pop_burst_into(&mut out, [2, 4, 3][round % 3]);
+                let ids: Vec<u64> = out.iter().map(|t| t.0).collect();
+                let want: Vec<u64> = core::iter::once(u64::MAX)
+                    .chain(model.drain(..got))
+                    .collect();
+                assert_eq!(ids, want, "in order, after what `out` held");
+                drop(out);
+            }
+            drop((tx, rx));
+            assert_eq!(drops.get(), made, "every item dropped exactly once");
+        }
+        // Zero-sized items: nothing to copy, the counts still move.
+        let (mut tx, mut rx) = channel::<()>(4).unwrap();
+        let mut v = vec![(); 6];
+        assert_eq!(tx.push_burst_from(&mut v), 4);
+        assert_eq!(v.len(), 2);
+        let mut out = Vec::new();
+        assert_eq!(rx.pop_burst_into(&mut out, 3), 3);
+        assert_eq!((out.len(), rx.len()), (3, 1));
     }
 
     #[test]
