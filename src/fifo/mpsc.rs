@@ -342,6 +342,11 @@ fn build_with<T, W: WaitMode>(
     Ok((producer, consumer))
 }
 
+/// `len` items from `ptr`: one contiguous part of a stretch of ready items
+/// (`Consumer::take_stretches`).
+#[derive(Clone, Copy)]
+struct Stretch<T>(*const T, usize);
+
 /// Descriptor of a published run, stored at the run's first index.
 struct Run {
     /// The run's start index once published, as `Shared::stamp_of` encodes it. The
@@ -1221,10 +1226,18 @@ impl<T, W: WaitMode> Consumer<T, W> {
         Some(unsafe { (*sh.slot(self.head)).assume_init_ref() })
     }
 
-    /// Moves up to `max` items out through `f`, in order, crossing runs; publishes `head`
-    /// once at the end (or when `f` unwinds: every item handed to `f` counts as taken).
+    /// Moves up to `max` items out, in order, crossing runs, one ready stretch at a time:
+    /// `f(i, a, b)` gets the stretch's items (the `i`th and following of this call) as at
+    /// most two in-bounds runs of the buffer, in ring order, and must move all of them out
+    /// as bytes; it may unwind only before it moves any (say, while it makes room), and
+    /// then none of that stretch is taken. Publishes `head` once at the end (or on unwind,
+    /// if earlier stretches were taken).
     #[inline]
-    fn take_into(&mut self, max: usize, mut f: impl FnMut(usize, T)) -> usize {
+    fn take_stretches(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(usize, Stretch<T>, Stretch<T>),
+    ) -> usize {
         /// Publishes `head` when it goes out of scope, if anything was taken.
         struct Publish<'a, T, W: WaitMode> {
             consumer: &'a mut Consumer<T, W>,
@@ -1247,21 +1260,40 @@ impl<T, W: WaitMode> Consumer<T, W> {
             if ready == 0 {
                 break;
             }
-            for _ in 0..ready {
-                let c = &mut *g.consumer;
-                let sh = &*c.shared;
-                let index = c.head;
-                sh.tracker.read(sh.pos(index));
-                // SAFETY: within the current run's published items, each read once:
-                // `head` passes it before `f` runs, so an unwinding `f` leaves it taken.
-                let v = unsafe { (*sh.slot(index)).assume_init_read() };
-                c.head = index.wrapping_add(1);
-                let i = g.n;
-                g.n += 1;
-                f(i, v);
-            }
+            let c = &mut *g.consumer;
+            let sh = &*c.shared;
+            let head = c.head;
+            sh.tracker
+                .read_each(ready, |k| sh.pos(head.wrapping_add(k as u64)));
+            let first = ready.min(sh.slots - sh.pos(head));
+            let a = Stretch(sh.slot(head).cast::<T>(), first);
+            let b = Stretch(sh.buf.cast::<T>(), ready - first);
+            f(g.n, a, b);
+            // `f` moved the stretch out: it is taken.
+            c.head = head.wrapping_add(ready as u64);
+            g.n += ready;
         }
         g.n
+    }
+
+    /// Moves up to `max` items onto the end of `out` (see `take_stretches`).
+    #[inline]
+    fn take_onto(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        self.take_stretches(max, |_, a, b| {
+            let len = out.len();
+            // May panic or abort before anything of this stretch is moved.
+            out.reserve(a.1 + b.1);
+            // SAFETY: `a` and `b` are published, unconsumed items of this ring, in bounds
+            // and disjoint from `out`'s buffer, which has room for both (`reserve`). They
+            // are moved as bytes and owned by `out` from `set_len`; the caller passes them
+            // right after (nothing in between unwinds), so each is read once.
+            unsafe {
+                let dst = out.as_mut_ptr().add(len);
+                ptr::copy_nonoverlapping(a.0, dst, a.1);
+                ptr::copy_nonoverlapping(b.0, dst.add(a.1), b.1);
+                out.set_len(len + a.1 + b.1);
+            }
+        })
     }
 
     /// Burst: copies up to `out.len()` published items into `out`, crossing runs, and
@@ -1282,7 +1314,16 @@ impl<T, W: WaitMode> Consumer<T, W> {
         T: Copy,
     {
         let max = out.len();
-        self.take_into(max, |i, v| out[i] = v)
+        self.take_stretches(max, |i, a, b| {
+            let dst = &mut out[i..i + a.1 + b.1];
+            // SAFETY: published, unconsumed items of this ring in two in-bounds runs
+            // (`T: Copy`: reading them leaves nothing to drop), disjoint from `out`, whose
+            // range was bounds-checked just above.
+            unsafe {
+                ptr::copy_nonoverlapping(a.0, dst.as_mut_ptr(), a.1);
+                ptr::copy_nonoverlapping(b.0, dst.as_mut_ptr().add(a.1), b.1);
+            }
+        })
     }
 
     /// Bulk: fills all of `out` and returns `true`, or takes nothing and returns `false` if
@@ -1319,7 +1360,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     pub fn pop_burst_into(&mut self, out: &mut Vec<T>, max: usize) -> usize {
         // Reserve what is known ready now (more may become ready while taking).
         out.reserve(self.ready().min(max));
-        self.take_into(max, |_, v| out.push(v))
+        self.take_onto(out, max)
     }
 
     /// Bulk into a `Vec`: moves exactly `n` items onto `out` and returns `true`, or takes
@@ -1338,7 +1379,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
             return false;
         }
         out.reserve(n);
-        let got = self.take_into(n, |_, v| out.push(v));
+        let got = self.take_onto(out, n);
         debug_assert_eq!(got, n);
         true
     }
