@@ -80,12 +80,11 @@ fn full_ring_races_between_two_producers() {
     });
 }
 
-/// One producer, capacity 2, three items: the ring fills, empties and wraps; a run
-/// descriptor slot is reused across laps.
-#[test]
-fn wrap_around_with_spinning_producer() {
-    loom::model(|| {
-        let (mut tx, mut rx) = mpsc::channel::<u32>(2).unwrap();
+/// One producer pushes 1, 2, 3 into the ring `make` builds (capacity 2), spinning while
+/// it is full; the consumer pops them, spinning while it is empty.
+fn three_items_through_a_full_ring(make: fn() -> (mpsc::Producer<u32>, mpsc::Consumer<u32>)) {
+    loom::model(move || {
+        let (mut tx, mut rx) = make();
         let p = thread::spawn(move || {
             for v in [1, 2, 3] {
                 while tx.push(v).is_err() {
@@ -105,7 +104,14 @@ fn wrap_around_with_spinning_producer() {
     });
 }
 
-/// Lazy release: capacity 2, single pops released in groups of 2 (or when a pop finds
+/// One producer, capacity 2, three items: the ring fills, empties and wraps; a run
+/// descriptor slot is reused across laps.
+#[test]
+fn wrap_around_with_spinning_producer() {
+    three_items_through_a_full_ring(|| mpsc::channel::<u32>(2).unwrap());
+}
+
+/// Lazy release: as above, with single pops released in groups of 2 (or when a pop finds
 /// nothing). The descriptors of taken runs are cleared only when `head` is published, and
 /// the producer, spinning on a full ring, reuses them a lap later: loom checks that the
 /// clears are ordered before its reuse (a late clear would wipe a fresh publication and
@@ -113,25 +119,7 @@ fn wrap_around_with_spinning_producer() {
 /// once.
 #[test]
 fn lazy_release_wraps_with_spinning_producer() {
-    loom::model(|| {
-        let (mut tx, mut rx) = mpsc::with_release_batch::<u32>(2, 0, 2).unwrap();
-        let p = thread::spawn(move || {
-            for v in [1, 2, 3] {
-                while tx.push(v).is_err() {
-                    thread::yield_now();
-                }
-            }
-        });
-        let mut got = Vec::new();
-        while got.len() < 3 {
-            match rx.pop() {
-                Some(v) => got.push(v),
-                None => thread::yield_now(),
-            }
-        }
-        p.join().unwrap();
-        assert_eq!(got, [1, 2, 3]);
-    });
+    three_items_through_a_full_ring(|| mpsc::with_release_batch::<u32>(2, 0, 2).unwrap());
 }
 
 /// A producer holding a chunk reservation open does not stop another producer: with
