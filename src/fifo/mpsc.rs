@@ -18,7 +18,8 @@
 //! Shared-line transfers for one burst of 32 eight-byte items (4 data lines):
 //! * producer: the `tail` line (its CAS), 4 data lines, 1 descriptor line; the consumer's
 //!   `head` line only when its cached copy says the ring is full;
-//! * consumer: 1 descriptor line, 4 data lines, and its own `head` line once per call.
+//! * consumer: 1 descriptor line, 4 data lines, and its own `head` line once per call
+//!   (once per group for single pops: see "Lazy release").
 //!   Per-slot state is never read per item.
 //!
 //! # Lazy release
@@ -27,8 +28,9 @@
 //! Releasing slots is immediate for bursts, bulk pops and read chunks (one `head` store per
 //! call), but single [`pop`](Consumer::pop)s release their slots in groups of
 //! [`release_batch_for`](super::spsc::release_batch_for)`(slots)` (an eighth of the ring,
-//! at most 128; rings of up to 15 slots release every pop), and in any case when a pop (or
-//! any read) finds nothing more published, in
+//! at most 128; rings of up to 15 slots release every pop), and in any case when a read
+//! finds nothing more published (a pop that finds nothing, a bulk pop or read chunk that
+//! comes up short), in
 //! [`release_pending`](Consumer::release_pending), and when the consumer is dropped. A
 //! release also clears the descriptors of the runs taken since the previous one (a taken
 //! descriptor must never match again, and must be cleared before a producer can reuse it),
@@ -350,7 +352,8 @@ struct Stretch<T>(*const T, usize);
 /// Descriptor of a published run, stored at the run's first index.
 struct Run {
     /// The run's start index once published, as `Shared::stamp_of` encodes it. The
-    /// consumer clears it (to `CLEARED`, which matches no index) when it takes the run, so a
+    /// consumer clears it (to `CLEARED`, which matches no index) in the first release after
+    /// it takes the run, before `head` passes the run's start, so a
     /// stamp left from an earlier lap never matches, however many times the indices wrap.
     stamp: AtomicU64,
     /// `(len << 32) | valid`: slots in the run, and how many of them (from the start) hold
@@ -803,7 +806,9 @@ impl<T, W: WaitMode> Producer<T, W> {
         self.shared.slots
     }
 
-    /// Slots reserved or published and not yet consumed (a snapshot).
+    /// Slots reserved or published and not yet released by the consumer (a snapshot):
+    /// slots that single pops consumed count until the consumer releases them (see "Lazy
+    /// release" in the [module docs](self)).
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
@@ -1112,6 +1117,10 @@ impl<T, W: WaitMode> Consumer<T, W> {
         let mut n = self.ready();
         while n < want && n > 0 && self.valid_end == self.run_end {
             let Some((len, valid)) = self.shared.run_at(self.run_end) else {
+                // Short, with nothing more published: leave nothing pending (a caller
+                // waiting for `want` items would otherwise wait on a producer that waits
+                // for the slots this end holds).
+                self.release_pending();
                 break;
             };
             // Taken (cleared by the next `release`).
@@ -1133,7 +1142,11 @@ impl<T, W: WaitMode> Consumer<T, W> {
                     n += valid;
                     at = at.wrapping_add(len as u64);
                 }
-                None => break,
+                None => {
+                    // Short: leave nothing pending (see `ready_contiguous`).
+                    self.release_pending();
+                    break;
+                }
             }
         }
         n
@@ -2022,6 +2035,33 @@ mod tests {
                 check(&rx);
             }
             assert_eq!(expect, next);
+        }
+    }
+
+    /// A bulk pop or a read chunk that comes up short, with nothing more published,
+    /// releases what single pops left pending: a consumer looping on `pop_bulk_into(slots)`
+    /// after one `pop` would otherwise wait forever on a producer that waits for that slot
+    /// (found by review; fails without the releases in `available` / `ready_contiguous`).
+    #[test]
+    fn short_bulk_pops_and_read_chunks_leave_nothing_pending() {
+        for bulk in [true, false] {
+            let (mut tx, mut rx) = channel::<u32>(16).unwrap();
+            assert_eq!(rx.release_batch, 2);
+            assert_eq!(tx.push_burst(&[1; 16]), 16);
+            assert_eq!(rx.pop(), Some(1));
+            assert!(tx.push(2).is_err(), "the popped slot is still pending");
+            if bulk {
+                let mut v = Vec::new();
+                assert!(!rx.pop_bulk_into(&mut v, 16));
+            } else {
+                // Not committed: the chunk releases nothing itself.
+                assert_eq!(rx.read_chunk(16).len(), 15);
+            }
+            assert_eq!(
+                tx.push(2),
+                Ok(()),
+                "bulk = {bulk}: the pending slot was not released"
+            );
         }
     }
 
