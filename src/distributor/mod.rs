@@ -335,6 +335,16 @@ impl fmt::Display for JoinError {
 
 impl std::error::Error for JoinError {}
 
+/// What the last scan of a routing pass found ([`Distributor::least_loaded`]): the
+/// least loaded active lane, and the least outstanding count among the other active lanes
+/// then (`u64::MAX` if there is none). Other lanes' loads only grow within a pass, so
+/// `others` stays a lower bound of them.
+#[derive(Clone, Copy, Debug)]
+struct Pick {
+    lane: usize,
+    others: u64,
+}
+
 /// The distributor's view of one worker.
 struct Lane<T> {
     tx: spsc::Producer<T, Wait>,
@@ -438,6 +448,9 @@ fn misordered(worker: usize, at: u64, expected: u64, got: u64) -> ! {
 pub struct Distributor<T, F> {
     tag: F,
     lanes: Vec<Lane<T>>,
+    /// The least loaded worker of the current routing pass (see [`Pick`]); reset by
+    /// [`route_backlog`](Self::route_backlog), which starts every pass.
+    pick: Option<Pick>,
     flows: FlowTable,
     /// Packets to route before new input: rescheduled ones, and those a leaving worker
     /// handed back (at the front, oldest first).
@@ -542,6 +555,7 @@ where
         returned: Vec::new(),
         credit: config.credit as u64,
         active: config.workers,
+        pick: None,
         blocked: HashSet::default(),
         behind: HashMap::default(),
         held_back: HashMap::default(),
@@ -644,21 +658,37 @@ impl<T, F> Distributor<T, F>
 where
     F: FnMut(&T) -> u64,
 {
-    /// The active worker with the least outstanding work that still has credit.
+    /// The active worker with the least outstanding work (the first such lane), if it still
+    /// has credit.
+    ///
+    /// Scans the lanes only when `pick` cannot answer: within one routing pass a lane's
+    /// outstanding count only grows (packets are sent; completions are read between
+    /// passes), so a lane whose load is still below the lower bound `pick.others` of every
+    /// other active lane is still the strict minimum, the lane a scan would find.
     #[inline]
-    fn least_loaded(lanes: &[Lane<T>], credit: u64) -> Option<usize> {
-        let mut best = None;
-        let mut best_load = credit;
-        for (i, lane) in lanes.iter().enumerate() {
-            if lane.active && lane.outstanding() < best_load {
-                best = Some(i);
-                best_load = lane.outstanding();
-                if best_load == 0 {
-                    break;
-                }
+    fn least_loaded(lanes: &[Lane<T>], credit: u64, pick: &mut Option<Pick>) -> Option<usize> {
+        if let Some(p) = *pick {
+            let load = lanes[p.lane].outstanding();
+            if load < p.others {
+                return (load < credit).then_some(p.lane);
             }
         }
-        best
+        let (mut best, mut best_load, mut others) = (None, u64::MAX, u64::MAX);
+        for (i, lane) in lanes.iter().enumerate() {
+            if !lane.active {
+                continue;
+            }
+            let load = lane.outstanding();
+            if load < best_load {
+                others = best_load;
+                best = Some(i);
+                best_load = load;
+            } else if load < others {
+                others = load;
+            }
+        }
+        *pick = best.map(|lane| Pick { lane, others });
+        best.filter(|_| best_load < credit)
     }
 
     /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
@@ -675,7 +705,7 @@ where
                     }
                 } else {
                     // Idle: may move to the least loaded worker.
-                    match Self::least_loaded(&self.lanes, self.credit) {
+                    match Self::least_loaded(&self.lanes, self.credit, &mut self.pick) {
                         Some(w) => f.worker = w,
                         None => return Err(pkt),
                     }
@@ -685,7 +715,7 @@ where
                 f.last = lane.sent;
                 return Ok(());
             }
-            None => match Self::least_loaded(&self.lanes, self.credit) {
+            None => match Self::least_loaded(&self.lanes, self.credit, &mut self.pick) {
                 Some(w) => w,
                 None => return Err(pkt),
             },
@@ -718,6 +748,8 @@ where
     /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
     /// backlog packets left behind are added to `blocked`.
     fn route_backlog(&mut self) {
+        // A new pass: completions read since the last one may have lowered any load.
+        self.pick = None;
         let tags = self.tag_backlog();
         // The packets left behind keep their order.
         for &t in &tags {
@@ -1098,6 +1130,11 @@ where
                 pkts,
             };
             let mut kept_old = 0;
+            // Whether any packet may have to wait (checked once here: of the three sets
+            // only `blocked` grows in the loop, and it sets this when it does).
+            let mut filtering = !self.blocked.is_empty()
+                || !self.wait_first.is_empty()
+                || !self.held_back.is_empty();
             while g.next < g.len {
                 // SAFETY: `next < len`: an initialised packet the guard owns. It is tagged in
                 // place, so if `tag` panics it is still owned by the guard and goes back.
@@ -1107,10 +1144,10 @@ where
                 let is_old = g.next < *old;
                 g.next += 1;
                 let came = if is_old { 0 } else { arrived };
-                if (!self.blocked.is_empty() && self.blocked.contains(&t))
-                    || (!self.wait_first.is_empty() && self.wait_first.contains(&t))
-                    || (!self.held_back.is_empty()
-                        && self.held_back.get(&t).is_some_and(|&read| read <= came))
+                if filtering
+                    && (self.blocked.contains(&t)
+                        || self.wait_first.contains(&t)
+                        || self.held_back.get(&t).is_some_and(|&read| read <= came))
                 {
                     g.pkts.push(p);
                     kept_old += usize::from(is_old);
@@ -1120,6 +1157,7 @@ where
                     Ok(()) => accepted += 1,
                     Err(p) => {
                         self.blocked.insert(t);
+                        filtering = true;
                         g.pkts.push(p);
                         kept_old += usize::from(is_old);
                     }
