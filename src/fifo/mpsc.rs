@@ -340,6 +340,8 @@ fn build_with<T, W: WaitMode>(
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
         _mode: PhantomData,
+        #[cfg(test)]
+        stores: 0,
     };
     Ok((producer, consumer))
 }
@@ -1074,6 +1076,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     coop: wait::Coop,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
+    /// Stores of `head` so far (unit tests check that nothing is rewritten in vain).
+    #[cfg(test)]
+    stores: usize,
 }
 
 impl<T, W: WaitMode> Consumer<T, W> {
@@ -1155,9 +1160,14 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Publishes `head` to the producers: first clears the descriptors of the runs taken
     /// since the last publication (once a producer sees the new `head` it may publish a
     /// run at them again, and a stamp this end passed must never match again), then one
-    /// Release store.
+    /// Release store. With nothing new to clear or release (an empty chunk commit or burst,
+    /// a second release in a row) it stores nothing: rewriting the value already there
+    /// would still take the line from producers that poll it.
     #[inline]
     fn release(&mut self) {
+        if self.head == self.released && self.uncleared == self.run_end {
+            return;
+        }
         let mut at = self.uncleared;
         while at != self.run_end {
             let len = self.shared.taken_len(at);
@@ -1166,6 +1176,10 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         self.uncleared = at;
         self.released = self.head;
+        #[cfg(test)]
+        {
+            self.stores += 1;
+        }
         // Release: pairs with the producers' Acquire head load in `reserve`, so this end's
         // reads of the freed slots (and its clearing of their descriptors) happen before
         // they are reused.
@@ -2036,6 +2050,31 @@ mod tests {
             }
             assert_eq!(expect, next);
         }
+    }
+
+    /// Reads that take nothing store nothing (assign-unless-equal on the head line): bursts,
+    /// bulk pops, chunk commits and releases on an empty ring, and a second release in a
+    /// row; a burst that takes items stores once.
+    #[test]
+    fn empty_reads_and_releases_store_nothing() {
+        let (mut tx, mut rx) = channel::<u32>(8).unwrap();
+        assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
+        let mut out = [0; 8];
+        assert_eq!(rx.pop_burst(&mut out), 3);
+        let stores = rx.stores;
+        assert!(stores >= 1);
+        assert_eq!(rx.pop_burst(&mut out), 0);
+        assert!(!rx.pop_bulk(&mut out[..1]));
+        rx.read_chunk(4).commit_all();
+        assert_eq!(rx.pop_burst_into(&mut Vec::new(), 4), 0);
+        assert!(!rx.pop_bulk_into(&mut Vec::new(), 2));
+        rx.release_pending();
+        rx.release_pending();
+        assert_eq!(rx.pop(), None);
+        assert_eq!(rx.stores, stores, "the consumer rewrote head on an empty ring");
+        assert_eq!(tx.push_burst(&[4]), 1);
+        assert_eq!(rx.pop_burst(&mut out), 1);
+        assert_eq!(rx.stores, stores + 1);
     }
 
     /// A bulk pop or a read chunk that comes up short, with nothing more published,

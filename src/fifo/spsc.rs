@@ -307,6 +307,8 @@ pub fn build<T, W: WaitMode>(
         coop: wait::Coop::new(),
         shared: Arc::clone(&shared),
         _mode: PhantomData,
+        #[cfg(test)]
+        stores: 0,
     };
     let consumer = Consumer {
         buf,
@@ -322,6 +324,8 @@ pub fn build<T, W: WaitMode>(
         coop: wait::Coop::new(),
         shared,
         _mode: PhantomData,
+        #[cfg(test)]
+        stores: 0,
     };
     Ok((producer, consumer))
 }
@@ -413,6 +417,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     shared: Arc<Shared<T>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
+    /// Stores of `tail` so far (unit tests check that nothing is rewritten in vain).
+    #[cfg(test)]
+    stores: usize,
 }
 
 // SAFETY: the producer may move to another thread with its `T`s; it is not `Sync`, so only
@@ -451,6 +458,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     shared: Arc<Shared<T>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
+    /// Stores of `head` so far (unit tests check that nothing is rewritten in vain).
+    #[cfg(test)]
+    stores: usize,
 }
 
 // SAFETY: as for `Producer`.
@@ -487,10 +497,19 @@ impl<T, W: WaitMode> Producer<T, W> {
         unsafe { self.buf.add(index & self.mask) }
     }
 
-    /// Makes `n` more written slots visible to the consumer.
+    /// Makes `n` more written slots visible to the consumer. Nothing to publish (a burst
+    /// into a full ring, an empty chunk commit) stores nothing: rewriting the value already
+    /// there would still take the index line from the consumer that polls it.
     #[inline(always)]
     fn publish(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
         self.tail = self.tail.wrapping_add(n);
+        #[cfg(test)]
+        {
+            self.stores += 1;
+        }
         // Release: pairs with the consumer's Acquire load of `tail`, so the slot writes
         // before this store are visible to it.
         self.shared.tail.store(self.tail, Ordering::Release);
@@ -1107,16 +1126,24 @@ impl<T, W: WaitMode> Consumer<T, W> {
     }
 
     /// Releases `n` consumed slots to the producer (with any that single pops consumed
-    /// before): one store to this end's index line.
+    /// before): one store to this end's index line, none if there is nothing to release
+    /// (an empty burst or chunk commit on an empty ring: rewriting the value already there
+    /// would still take the line from a producer that polls it).
     #[inline(always)]
     fn release(&mut self, n: usize) {
         self.head = self.head.wrapping_add(n);
-        self.publish_head();
+        if self.head != self.released {
+            self.publish_head();
+        }
     }
 
     #[inline(always)]
     fn publish_head(&mut self) {
         self.released = self.head;
+        #[cfg(test)]
+        {
+            self.stores += 1;
+        }
         // Release: pairs with the producer's Acquire load of `head`, so this end's reads of
         // the released slots happen before the producer reuses them.
         self.shared.head.store(self.head, Ordering::Release);
@@ -1860,6 +1887,42 @@ mod tests {
             expected += 1;
             hold = (hold * 2).min(4096);
         }
+    }
+
+    /// Operations that move nothing store nothing (assign-unless-equal on the index
+    /// lines): bursts and chunk commits of zero items on a full or empty ring, and a
+    /// release with nothing pending; those that move items store once.
+    #[test]
+    fn empty_publications_and_releases_store_nothing() {
+        let (mut tx, mut rx) = channel::<u32>(4).unwrap();
+        assert_eq!(tx.push_burst(&[1, 2, 3, 4]), 4);
+        assert_eq!(tx.stores, 1);
+        // Full ring: a burst, a bulk push, an empty chunk commit.
+        assert_eq!(tx.push_burst(&[5]), 0);
+        assert!(!tx.push_bulk(&[5]));
+        // SAFETY: nothing is committed.
+        unsafe { tx.write_chunk(2).commit(0) };
+        assert_eq!(tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter()), 0);
+        assert_eq!(tx.push_burst_from(&mut vec![5]), 0);
+        assert_eq!(tx.stores, 1, "the producer rewrote tail on a full ring");
+        let mut out = [0; 4];
+        assert_eq!(rx.pop_burst(&mut out), 4);
+        assert_eq!(rx.stores, 1);
+        // Empty ring: a burst, a bulk pop, an empty chunk commit, a partial commit of 0.
+        assert_eq!(rx.pop_burst(&mut out), 0);
+        assert!(!rx.pop_bulk(&mut out[..1]));
+        rx.read_chunk(2).commit_all();
+        assert_eq!(rx.pop_burst_into(&mut Vec::new(), 4), 0);
+        rx.release_pending();
+        assert_eq!(rx.stores, 1, "the consumer rewrote head on an empty ring");
+        // A chunk commit of 0 after single pops still releases what they left pending
+        // (a 64-slot ring releases single pops in groups of 8).
+        let (mut tx, mut rx) = channel::<u32>(64).unwrap();
+        assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
+        assert_eq!(rx.pop(), Some(1));
+        assert_eq!((rx.stores, rx.head - rx.released), (0, 1), "one pop pending");
+        rx.read_chunk(1).commit(0);
+        assert_eq!((rx.stores, rx.head - rx.released), (1, 0), "released once");
     }
 
     /// Polite polling never hides an item: a pop right after a push on the same thread
