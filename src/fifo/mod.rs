@@ -212,10 +212,10 @@ macro_rules! async_waits {
         /// registers its waker (which costs the heavy barrier of [`crate::wait`]); `Spin`
         /// and `SpinYield` strategies never register (the task stays runnable: busy).
         ///
-        /// As with the blocking waits, an SPSC consumer that pops single items and then
-        /// awaits something else (another ring's `push_async`, say) should call
-        /// `release_pending` first, or its producer may wait for room that is already
-        /// free (see "Lazy release" in the `spsc` module docs).
+        /// As with the blocking waits, a consumer that pops single items and then awaits
+        /// something else (another ring's `push_async`, say) should call
+        /// `release_pending` first, or its producers may wait for room that is already
+        /// free (see "Lazy release" in the module docs of either ring).
         #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
         impl<T> Consumer<T, Wait> {
             /// Waits for the next item without blocking the thread: see [`PopFuture`].
@@ -437,6 +437,28 @@ macro_rules! async_waits {
                 let consumer = self.consumer.take().expect("present until into_inner");
                 consumer.shared.items.deregister(&mut self.key);
                 consumer
+            }
+
+            /// [`Consumer::release_pending`] on the stream's consumer: a task that takes
+            /// items from the stream and then awaits something else (another ring's
+            /// `push_async`, say) calls it first, or this ring's producers may wait for
+            /// room that is already free (see "Lazy release" in the [module docs](self)).
+            ///
+            /// ```
+            #[doc = concat!("let (mut tx, rx) = flowline::fifo::", stringify!($ring), "::waitable::<u32>(1024).unwrap();")]
+            /// assert_eq!(tx.push_burst(&[0; 1024]), 1024);
+            /// let mut s = rx.into_stream();
+            /// # use core::pin::Pin; use futures_core::Stream;
+            /// # let w = std::task::Waker::noop();
+            /// assert!(Pin::new(&mut s).poll_next(&mut std::task::Context::from_waker(&w)).is_ready());
+            /// assert!(tx.push(1).is_err()); // the slot is not released yet
+            /// s.release_pending();
+            /// assert!(tx.push(1).is_ok());
+            /// ```
+            pub fn release_pending(&mut self) {
+                if let Some(c) = self.consumer.as_mut() {
+                    c.release_pending();
+                }
             }
         }
 

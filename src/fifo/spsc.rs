@@ -148,31 +148,6 @@ use std::time::Duration;
 #[cfg(feature = "async")]
 async_waits!(spsc);
 
-#[cfg(feature = "stream")]
-impl<T> ItemStream<T> {
-    /// [`Consumer::release_pending`] on the stream's consumer: a task that takes items
-    /// from the stream and then awaits something else (another ring's `push_async`, say)
-    /// calls it first, or this ring's producer may wait for room that is already free
-    /// (see "Lazy release" in the [module docs](self)).
-    ///
-    /// ```
-    /// let (mut tx, rx) = flowline::fifo::spsc::waitable::<u32>(1024).unwrap();
-    /// tx.push_burst(&[0; 1024]);
-    /// let mut s = rx.into_stream();
-    /// # use core::pin::Pin; use futures_core::Stream;
-    /// # let w = std::task::Waker::noop();
-    /// assert!(Pin::new(&mut s).poll_next(&mut std::task::Context::from_waker(&w)).is_ready());
-    /// assert!(tx.is_full()); // the slot is not released yet
-    /// s.release_pending();
-    /// assert!(tx.push(1).is_ok());
-    /// ```
-    pub fn release_pending(&mut self) {
-        if let Some(c) = self.consumer.as_mut() {
-            c.release_pending();
-        }
-    }
-}
-
 /// Makes a ring of at least `capacity` slots (rounded up to a power of two).
 ///
 /// # Errors
