@@ -679,6 +679,33 @@ pub(crate) unsafe fn drop_runs<T>(first: *mut [T], second: *mut [T]) {
     unsafe { ptr::drop_in_place(first) };
 }
 
+/// Moves the items of two runs of slots (`(start, len)`, the first run first) onto the end
+/// of `out` as bytes; `out` owns them afterwards. Room is reserved first, so a panic or
+/// abort there (capacity overflow, allocation failure) comes before anything is moved.
+///
+/// # Safety
+///
+/// Both runs are in bounds, hold initialised items and are disjoint from `out`'s buffer;
+/// the caller counts them as consumed right after, with nothing in between that can
+/// unwind, so the ring never reads or drops them again.
+pub(crate) unsafe fn append_runs<T>(
+    out: &mut Vec<T>,
+    first: (*const T, usize),
+    second: (*const T, usize),
+) {
+    out.reserve(first.1 + second.1);
+    let len = out.len();
+    // SAFETY: the runs are initialised, in bounds and disjoint from `out`'s buffer (the
+    // caller's contract), which has room for both (`reserve`); `set_len` makes `out` own
+    // exactly the items just copied.
+    unsafe {
+        let dst = out.as_mut_ptr().add(len);
+        ptr::copy_nonoverlapping(first.0, dst, first.1);
+        ptr::copy_nonoverlapping(second.0, dst.add(first.1), second.1);
+        out.set_len(len + first.1 + second.1);
+    }
+}
+
 /// A ring capacity that cannot be honoured.
 ///
 /// ```

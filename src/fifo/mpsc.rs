@@ -1307,19 +1307,11 @@ impl<T, W: WaitMode> Consumer<T, W> {
     #[inline]
     fn take_onto(&mut self, out: &mut Vec<T>, max: usize) -> usize {
         self.take_stretches(max, |_, a, b| {
-            let len = out.len();
-            // May panic or abort before anything of this stretch is moved.
-            out.reserve(a.1 + b.1);
             // SAFETY: `a` and `b` are published, unconsumed items of this ring, in bounds
-            // and disjoint from `out`'s buffer, which has room for both (`reserve`). They
-            // are moved as bytes and owned by `out` from `set_len`; the caller passes them
-            // right after (nothing in between unwinds), so each is read once.
-            unsafe {
-                let dst = out.as_mut_ptr().add(len);
-                ptr::copy_nonoverlapping(a.0, dst, a.1);
-                ptr::copy_nonoverlapping(b.0, dst.add(a.1), b.1);
-                out.set_len(len + a.1 + b.1);
-            }
+            // and disjoint from `out`'s buffer; `append_runs` reserves before it moves
+            // anything, and the caller passes them right after (nothing in between
+            // unwinds), so each is read once.
+            unsafe { super::append_runs(out, (a.0, a.1), (b.0, b.1)) }
         })
     }
 

@@ -1287,24 +1287,21 @@ impl<T, W: WaitMode> Consumer<T, W> {
         // One read of the producer's index (a second one, for `pop_burst_with`, would
         // find nothing new after a short burst and end the polite-polling streak).
         let n = self.available_for(max).min(max);
-        // May panic (capacity overflow) or abort (allocation): before anything is taken.
-        out.reserve(n);
         let start = self.head;
         self.shared
             .tracker
             .read_each(n, |k| start.wrapping_add(k) & self.mask);
         let (first, second) = runs(start, n, self.mask);
-        let len = out.len();
         // SAFETY: the `n` slots from `head` hold published items (`available_for`), in two
-        // disjoint in-bounds runs; `out` has room for `n` more (`reserve`), and its buffer
-        // is not the ring's. The items move out as bytes and `out` owns them from
-        // `set_len`; `release(n)` right after passes their slots (nothing between can
-        // unwind), so each item is read once and never dropped by the ring.
+        // disjoint in-bounds runs, not in `out`'s buffer. `append_runs` reserves before it
+        // moves anything, and `release(n)` right after passes their slots (nothing between
+        // can unwind), so each item is read once and never dropped by the ring.
         unsafe {
-            let dst = out.as_mut_ptr().add(len);
-            ptr::copy_nonoverlapping(self.slot(start).cast::<T>(), dst, first);
-            ptr::copy_nonoverlapping(self.buf.cast::<T>(), dst.add(first), second);
-            out.set_len(len + n);
+            super::append_runs(
+                out,
+                (self.slot(start).cast::<T>(), first),
+                (self.buf.cast::<T>(), second),
+            );
         }
         self.release(n);
         n
