@@ -122,6 +122,53 @@ fn lazy_release_wraps_with_spinning_producer() {
     three_items_through_a_full_ring(|| mpsc::with_release_batch::<u32>(2, 0, 2).unwrap());
 }
 
+/// Lazy release across op kinds: a producer pushes three runs of two (bulk, spinning while
+/// they do not fit) into a 4-slot ring whose single pops release in groups of 2; the
+/// consumer takes items by a single pop, a burst and a read chunk in turn. A burst or
+/// chunk commit releases what the single pop left pending and clears the descriptors of
+/// every run taken since the last release (a chain of runs, across the wrap); loom checks
+/// that each clear is ordered before the producer's reuse of that descriptor and that no
+/// slot is read and written at once, and the items arrive in order.
+#[test]
+fn lazy_release_mixes_pops_bursts_and_chunks() {
+    loom::model(|| {
+        let (mut tx, mut rx) = mpsc::with_release_batch::<u32>(4, 0, 2).unwrap();
+        let p = thread::spawn(move || {
+            for run in [[1, 2], [3, 4], [5, 6]] {
+                while !tx.push_bulk(&run) {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut got = Vec::new();
+        let mut turn = 0;
+        while got.len() < 6 {
+            let before = got.len();
+            match turn % 3 {
+                0 => got.extend(rx.pop()),
+                1 => {
+                    let mut out = [0; 2];
+                    let n = rx.pop_burst(&mut out);
+                    got.extend_from_slice(&out[..n]);
+                }
+                _ => {
+                    let chunk = rx.read_chunk(2);
+                    let (a, b) = chunk.as_slices();
+                    got.extend(a.iter().chain(b));
+                    chunk.commit_all();
+                }
+            }
+            if got.len() == before {
+                thread::yield_now();
+            } else {
+                turn += 1;
+            }
+        }
+        p.join().unwrap();
+        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+    });
+}
+
 /// A producer holding a chunk reservation open does not stop another producer: with
 /// capacity 4, B's push completes while A's chunk is unpublished, and the consumer gets
 /// A's item before B's (reservation order) once A commits.
