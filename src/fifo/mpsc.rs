@@ -2034,6 +2034,21 @@ mod tests {
                     expect += n as u32;
                     check(&rx);
                 }
+                if round % 4 == 1 {
+                    if let Some(&v) = rx.peek() {
+                        assert_eq!(v, expect);
+                    }
+                    check(&rx);
+                    // A read chunk of up to 3, of which the first (at most 2) are taken.
+                    let chunk = rx.read_chunk(3);
+                    let (a, b) = chunk.as_slices();
+                    let seen: Vec<u32> = a.iter().chain(b).copied().collect();
+                    assert_eq!(seen, (expect..expect + seen.len() as u32).collect::<Vec<_>>());
+                    let k = seen.len().min(2);
+                    chunk.commit(k);
+                    expect += k as u32;
+                    check(&rx);
+                }
             }
             while let Some(v) = rx.pop() {
                 assert_eq!(v, expect);
@@ -2113,10 +2128,13 @@ mod tests {
         assert_eq!(rx.pop(), Some(7));
         rx.release_pending();
         assert_eq!(tx.len(), 895);
+        let mut popped = 0;
         while rx.len() > 1 {
             rx.pop().unwrap();
+            popped += 1;
         }
-        assert!(tx.len() > 1);
+        // 894 pops since the last release: released in 6 groups, 126 still pending.
+        assert_eq!((popped, tx.len()), (894, 1 + 894 % 128));
         assert_eq!(rx.pop(), Some(7));
         assert_eq!(rx.pop(), None); // found nothing: everything is released
         assert_eq!(tx.len(), 0);
