@@ -139,22 +139,25 @@ pub enum Placement {
 /// One single-item repetition with the handles in `placement`: the producer pushes
 /// 0..n one at a time (retrying while full), the consumer pops until it has n (retrying
 /// while empty); returns Mitems/s from the common start to the consumer's last item.
+/// `push` and `pop` are generic, so each compiles into its loop as a direct call of the
+/// ring's method would: a function pointer would add a call per item, whose cost depends
+/// on how each implementation's fast path happens to compile.
 pub fn single<P: Send, C: Send>(
     n: u64,
     tx: P,
     rx: C,
     placement: Placement,
-    push: fn(&mut P, u64) -> bool,
-    pop: fn(&mut C) -> Option<u64>,
+    push: impl Fn(&mut P, u64) -> bool + Send,
+    pop: impl Fn(&mut C) -> Option<u64> + Send,
 ) -> f64 {
-    fn produce<P>(tx: &mut P, n: u64, push: fn(&mut P, u64) -> bool) {
+    fn produce<P>(tx: &mut P, n: u64, push: impl Fn(&mut P, u64) -> bool) {
         for i in 0..n {
             while !push(tx, i) {
                 spin_loop();
             }
         }
     }
-    fn consume<C>(rx: &mut C, n: u64, pop: fn(&mut C) -> Option<u64>) -> (Duration, u64) {
+    fn consume<C>(rx: &mut C, n: u64, pop: impl Fn(&mut C) -> Option<u64>) -> (Duration, u64) {
         let t = Instant::now();
         let (mut got, mut sum) = (0u64, 0u64);
         while got < n {
