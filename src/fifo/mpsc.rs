@@ -2043,7 +2043,10 @@ mod tests {
                     let chunk = rx.read_chunk(3);
                     let (a, b) = chunk.as_slices();
                     let seen: Vec<u32> = a.iter().chain(b).copied().collect();
-                    assert_eq!(seen, (expect..expect + seen.len() as u32).collect::<Vec<_>>());
+                    assert_eq!(
+                        seen,
+                        (expect..expect + seen.len() as u32).collect::<Vec<_>>()
+                    );
                     let k = seen.len().min(2);
                     chunk.commit(k);
                     expect += k as u32;
@@ -2078,7 +2081,10 @@ mod tests {
         rx.release_pending();
         rx.release_pending();
         assert_eq!(rx.pop(), None);
-        assert_eq!(rx.stores, stores, "the consumer rewrote head on an empty ring");
+        assert_eq!(
+            rx.stores, stores,
+            "the consumer rewrote head on an empty ring"
+        );
         assert_eq!(tx.push_burst(&[4]), 1);
         assert_eq!(rx.pop_burst(&mut out), 1);
         assert_eq!(rx.stores, stores + 1);

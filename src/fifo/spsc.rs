@@ -218,7 +218,10 @@ pub fn with_release_batch<T>(
 
 /// How far ahead of a burst the consumer asks for published items' lines (x86_64 only):
 /// 8 lines, 64 items of 8 bytes.
-#[cfg_attr(not(all(target_arch = "x86_64", not(loom), not(miri))), allow(dead_code))]
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(loom), not(miri))),
+    allow(dead_code)
+)]
 const PREFETCH_BYTES: usize = 512;
 
 /// How many slots single pops consume before releasing them to the producer, for a ring of
@@ -1928,7 +1931,11 @@ mod tests {
         let (mut tx, mut rx) = channel::<u32>(64).unwrap();
         assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
         assert_eq!(rx.pop(), Some(1));
-        assert_eq!((rx.stores, rx.head - rx.released), (0, 1), "one pop pending");
+        assert_eq!(
+            (rx.stores, rx.head - rx.released),
+            (0, 1),
+            "one pop pending"
+        );
         rx.read_chunk(1).commit(0);
         assert_eq!((rx.stores, rx.head - rx.released), (1, 0), "released once");
     }
