@@ -877,6 +877,9 @@ where
 
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.
     pub(crate) fn poll_returns(&mut self) {
+        // Completions lower loads: a pick of the last routing pass no longer holds (every
+        // pass resets it too; this keeps it right for any caller of `route`).
+        self.pick = None;
         self.epoch += 1;
         for w in 0..self.lanes.len() {
             self.poll_lane(w);

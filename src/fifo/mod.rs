@@ -15,6 +15,7 @@
 //! many items as fit; bulk operations all or nothing; chunks hand out slots to fill or read
 //! in place.
 
+use alloc::vec::Vec;
 use core::fmt;
 use core::ptr;
 
