@@ -1182,3 +1182,55 @@ fn each_packet_goes_to_the_worker_the_routing_rules_pick() {
         "the run moved traffic"
     );
 }
+
+/// The least-loaded pick a routing pass keeps does not outlive the pass, also when the
+/// user's `tag` panics in the middle of it: worker 0 holds 3 packets and worker 1 none, a
+/// new flow goes to worker 1 (the pick remembers it with the others at 3 or more), `tag`
+/// panics on the next packet; worker 0 then completes its 3, so a new flow in the next
+/// call must go to worker 0 (0 outstanding), not to worker 1 (1). Fails if neither the
+/// next pass nor the completions' poll resets the pick.
+#[test]
+fn a_pick_left_by_a_panicking_tag_is_not_reused_after_completions() {
+    let mut armed = true;
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 8,
+        },
+        move |p: &(u64, u64)| {
+            if armed && p.1 == 99 {
+                armed = false;
+                panic!("tag cannot parse packet 99");
+            }
+            p.0
+        },
+    )
+    .unwrap();
+    // Worker 0: three packets of flow 1 (flows 1..=3 all go to worker 0 first: ties).
+    d.distribute(&mut vec![(1, 0)]).unwrap();
+    d.distribute(&mut vec![(1, 1), (1, 2)]).unwrap();
+    let held0 = recv_all(&mut ws[0]);
+    assert_eq!(held0.len(), 3);
+    // A new flow goes to worker 1; the next packet's tag panics.
+    let mut input = vec![(2, 10), (3, 99)];
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.distribute(&mut input)));
+    assert!(r.is_err(), "tag panicked");
+    assert_eq!(
+        input,
+        [(3, 99)],
+        "the packet tag panicked on is back with the caller"
+    );
+    ws[0].done_burst(&mut held0.clone()).unwrap();
+    // Worker 0: 0 outstanding; worker 1: 1 (flow 2, staged). Flow 4 is new.
+    input.push((4, 11));
+    d.distribute(&mut input).unwrap();
+    assert!(input.is_empty());
+    let w0 = recv_all(&mut ws[0]);
+    let w1 = recv_all(&mut ws[1]);
+    assert_eq!(w1, [(2, 10)], "worker 1 kept only flow 2");
+    assert_eq!(
+        w0,
+        [(3, 99), (4, 11)],
+        "new flows go to the least loaded worker"
+    );
+}
