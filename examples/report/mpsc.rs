@@ -118,7 +118,7 @@ pub fn run(r: &mut Report) {
             ("flowline", Box::new(move || vec![flowline(n, burst)])),
             (
                 "flowline_spsc",
-                Box::new(move || vec![spsc::flowline(n, burst)]),
+                Box::new(move || vec![spsc::flowline(n, burst, false)]),
             ),
             (
                 "crossbeam",

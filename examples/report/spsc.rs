@@ -13,8 +13,8 @@
 //! `spsc_pingpong` is the one-item round trip over two rings (lower is better).
 //! `spsc_paced40ns_latency` and `spsc_paced100ns_latency`: the producer pushes one item
 //! every 40 (100) ns, stamped with the TSC, and the consumer's p50 and p99 of push-to-pop
-//! time (lower is better), for `fifo::spsc` with and without polite polling
-//! (`flowline_impolite`) and rtrb.
+//! time (lower is better), for `fifo::spsc` without and with polite polling
+//! (`flowline_polite`) and rtrb.
 //! `flowline_niche` is the index-free ring (`fifo::niche`, `NonZeroU64` items: item `v`
 //! travels as `v + 1`) in the same scenarios, single `push`/`pop` at burst 1 and its
 //! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
@@ -82,8 +82,10 @@ where
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-pub fn flowline(n: u64, burst: usize) -> f64 {
+/// `fifo::spsc` at `burst`, with polite polling on or off (off is the ring's default).
+pub fn flowline(n: u64, burst: usize, polite: bool) -> f64 {
     let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+    rx.set_polite_polling(polite);
     if burst == 1 {
         measure(
             n,
@@ -198,8 +200,9 @@ pub fn single<P: Send, C: Send>(
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-pub fn flowline_single(n: u64, placement: Placement) -> f64 {
-    let (tx, rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+pub fn flowline_single(n: u64, placement: Placement, polite: bool) -> f64 {
+    let (tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+    rx.set_polite_polling(polite);
     single(n, tx, rx, placement, |t, v| t.push(v).is_ok(), |r| r.pop())
 }
 
@@ -559,7 +562,11 @@ pub fn run(r: &mut Report) {
             vec![
                 (
                     "flowline_stack",
-                    Box::new(move || vec![flowline_single(n, Placement::Stack)]),
+                    Box::new(move || vec![flowline_single(n, Placement::Stack, false)]),
+                ),
+                (
+                    "flowline_polite_stack",
+                    Box::new(move || vec![flowline_single(n, Placement::Stack, true)]),
                 ),
                 (
                     "rtrb_stack",
@@ -567,7 +574,11 @@ pub fn run(r: &mut Report) {
                 ),
                 (
                     "flowline_boxed",
-                    Box::new(move || vec![flowline_single(n, Placement::Boxed)]),
+                    Box::new(move || vec![flowline_single(n, Placement::Boxed, false)]),
+                ),
+                (
+                    "flowline_polite_boxed",
+                    Box::new(move || vec![flowline_single(n, Placement::Boxed, true)]),
                 ),
                 (
                     "rtrb_boxed",
@@ -584,7 +595,14 @@ pub fn run(r: &mut Report) {
             ]
         } else {
             vec![
-                ("flowline", Box::new(move || vec![flowline(n, burst)])),
+                (
+                    "flowline",
+                    Box::new(move || vec![flowline(n, burst, false)]),
+                ),
+                (
+                    "flowline_polite",
+                    Box::new(move || vec![flowline(n, burst, true)]),
+                ),
                 ("rtrb", Box::new(move || vec![rtrb(n, burst)])),
                 ("flowline_niche", Box::new(move || vec![niche(n, burst)])),
             ]
@@ -596,6 +614,8 @@ pub fn run(r: &mut Report) {
             vec![
                 ("flowline_stack", "rtrb_stack"),
                 ("flowline_boxed", "rtrb_boxed"),
+                ("flowline_stack", "flowline_polite_stack"),
+                ("flowline_boxed", "flowline_polite_boxed"),
                 ("flowline_niche_stack", "rtrb_stack"),
                 ("flowline_niche_boxed", "rtrb_boxed"),
                 ("flowline_stack", "flowline_boxed"),
@@ -607,6 +627,7 @@ pub fn run(r: &mut Report) {
         } else {
             vec![
                 ("flowline", "rtrb"),
+                ("flowline", "flowline_polite"),
                 ("flowline_niche", "rtrb"),
                 ("flowline", "crossbeam"),
                 ("flowline", "std"),
@@ -695,10 +716,10 @@ pub fn run(r: &mut Report) {
                     }),
                 ),
                 (
-                    "flowline_impolite",
+                    "flowline_polite",
                     Box::new(move || {
                         let (tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
-                        rx.set_polite_polling(false);
+                        rx.set_polite_polling(true);
                         paced_latency(n, g, tx, rx, |t, v| t.push(v).is_ok(), |r| r.pop())
                     }),
                 ),
@@ -710,7 +731,7 @@ pub fn run(r: &mut Report) {
                     }),
                 ),
             ],
-            &[("flowline", "rtrb"), ("flowline", "flowline_impolite")],
+            &[("flowline", "rtrb"), ("flowline", "flowline_polite")],
         );
     }
 }

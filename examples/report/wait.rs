@@ -330,7 +330,7 @@ pub fn run(r: &mut Report) {
             ),
             (
                 "flowline",
-                Box::new(move || vec![crate::spsc::flowline_single(n1, Placement::Stack)]),
+                Box::new(move || vec![crate::spsc::flowline_single(n1, Placement::Stack, false)]),
             ),
             (
                 "flowline_waitable",

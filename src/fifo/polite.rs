@@ -72,6 +72,19 @@ pub(crate) struct Polite {
 }
 
 impl Polite {
+    /// The state of a consumer that never waits: the default of the rings (see "Polite
+    /// polling" in `fifo::spsc`), until `Consumer::set_polite_polling(true)`.
+    pub(crate) const fn off() -> Self {
+        Polite {
+            streak: 0,
+            hold: OFF,
+            last: 0,
+            #[cfg(test)]
+            waits: 0,
+        }
+    }
+
+    /// The state of a consumer that has just turned polite polling on.
     pub(crate) const fn new() -> Self {
         Polite {
             streak: 0,

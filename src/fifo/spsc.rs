@@ -61,45 +61,48 @@
 //!
 //! # Polite polling
 //!
-//! A consumer that trails a streaming producer closely finds one or two new items each time
-//! it reads the producer's index, and each read takes the index line away from the
-//! producer, which rewrites it on every push: single items then move at the rate the line
-//! can travel back and forth, not at the rate the two ends can work. So a consumer whose
-//! last reads of the index each found new items, and which has nothing left to take, first
-//! waits 16 spin-loop hints (about 300 ns on this project's test machine, whose `pause`
-//! takes about 20 ns; the length of a `pause` varies by CPU, so the wait can be several
-//! times shorter or longer elsewhere) before it reads the index again, and the producer publishes a
-//! line's worth of items or more meanwhile. Measured on this project's 2-vCPU test machine
-//! (`report -- spsc`, 3 runs, far placement): single items 3.0-3.9x rtrb 0.4 with the
-//! handles on the threads' stacks and 2.7-4.4x boxed, bursts of 8 (read chunks) 1.8-2.1x;
-//! in 3 earlier runs of the build without polite polling, single items ran at 0.7-1.0x.
-//! Single pops, bursts, bulk pops and read chunks all pause alike, and only with the
-//! cached view used up; [`wait_for_items`](Consumer::wait_for_items) never pauses.
+//! Off by default; [`Consumer::set_polite_polling`] turns it on. A consumer that trails a
+//! streaming producer closely finds a few new items each time it reads the producer's
+//! index, and each read takes the index line away from the producer, which rewrites it on
+//! every publication. With polite polling on, a consumer whose last reads of the index each
+//! found new items, and which has nothing left to take, first waits 16 spin-loop hints
+//! (about 300 ns on this project's test machine, whose `pause` takes about 20 ns; the
+//! length of a `pause` varies by CPU) before it reads the index again, so that one transfer
+//! of the line brings a batch.
 //!
-//! What it does not change: a pop or burst that finds the cached view used up always reads
+//! **Why it is off by default.** Measured on this project's 2-vCPU test machine (AMD EPYC,
+//! 4 runs of `report -- spsc_r1024 spsc_paced40`, cores 130-330 ns apart, 2026-12-04; the
+//! `pratio` of the ring without the pause to the ring with it): bursts of 8 (read chunks)
+//! 1.08-1.46x, bursts of 32 1.09-1.15x near and 0.75x in the one run with the cores far
+//! apart, single pops 0.75-0.94x with the handles on the threads' stacks and 0.83-1.05x
+//! boxed, and the median push-to-pop time at one item every 40 ns 1.8-5.8x shorter. In a
+//! copy of the chunk loops instrumented on both rings, the producer, never held up by a
+//! full ring, published 30-40% slower at bursts of 8 while the consumer paused and then
+//! read the ~190 items each pause let pile up. The rule that keeps the pause going (a
+//! paused read that finds more items than an unpaused one) cannot see such a loss: a
+//! longer wait always finds more. Turn it on for a consumer of single items whose own
+//! measurement shows the gain and which can afford the latency.
+//!
+//! What it never changes: a pop or burst that finds the cached view used up always reads
 //! the index before it reports the ring empty, so nothing that is in the ring is missed
 //! (a pop right after a push on the same thread gets the item). A consumer that waits for
 //! items one at a time (the ring empty between them, as in a request-response exchange)
 //! finds nothing at the read before each item and never pauses, so its round trip is
-//! unchanged (`spsc_pingpong`: 0.94-1.04x rtrb's). **What it costs: latency under a
-//! steady load.** While this end trails a producer, an item pushed into a ring this end
-//! has just drained waits out the pause, and a consumer that pauses settles with a batch
-//! in the ring: with one item pushed every 40 ns (`spsc_paced40ns_latency`, same 3 runs)
-//! the median push-to-pop time was 1.2-2.6 us, against 0.45-0.99 us without polite
-//! polling and 0.44-1.6 us for rtrb; with one every 100 ns, 0.44-0.50 us against
-//! 0.42-0.46 and 0.41-0.46. A consumer that must see each item as soon as possible under
-//! load turns it off with [`Consumer::set_polite_polling`]. The pause
-//! stops being used when it does not pay off: a paused read pays off if it finds at least
-//! 8 new items and at least twice what the last read without a pause (made with the cached
-//! view used up) found, and each one that does not doubles the run of fruitful reads
-//! needed before the next pause (up to 4096). So a producer on the consumer's own thread
-//! (which pushes the same items whether or not the consumer pauses: one at a time, or
-//! equal batches before each drain), or one slower than the consumer, makes pauses rare:
-//! 11 in the first 4105 reads, then one in 4097. **Known gap:** batches of varying size
-//! from the consumer's own thread (alternating 8 and 16, say) make some pauses look paid
-//! off (a 16 after an 8), so such a consumer goes on pausing now and then for nothing
-//! (about 300 ns each here); it should turn polite polling off. It is the consumer's own
-//! state: no shared write, nothing in the ring's protocol changes.
+//! unchanged. **What it costs: latency under a steady load.** While this end trails a
+//! producer, an item pushed into a ring this end has just drained waits out the pause, and
+//! a consumer that pauses settles with a batch in the ring: with one item pushed every
+//! 40 ns (`spsc_paced40ns_latency`, 3 runs of an earlier build) the median push-to-pop
+//! time was 1.2-2.6 us with the pause, against 0.45-0.99 us without it. The pause stops
+//! being used when it does not pay off: a paused read pays off if it finds at least 8 new
+//! items and at least twice what the last read without a pause (made with the cached view
+//! used up) found, and each one that does not doubles the run of fruitful reads needed
+//! before the next pause (up to 4096). So a producer on the consumer's own thread, or one
+//! slower than the consumer, makes pauses rare: 11 in the first 4105 reads, then one in
+//! 4097. **Known gap:** batches of varying size from the consumer's own thread
+//! (alternating 8 and 16, say) make some pauses look paid off (a 16 after an 8). Single
+//! pops, bursts, bulk pops and read chunks all pause alike, and only with the cached view
+//! used up; [`wait_for_items`](Consumer::wait_for_items) never pauses. It is the
+//! consumer's own state: no shared write, nothing in the ring's protocol changes.
 //!
 //! # Example
 //!
@@ -299,7 +302,7 @@ pub fn build<T, W: WaitMode>(
         head: start,
         cached_tail: start,
         released: start,
-        polite: Polite::new(),
+        polite: Polite::off(),
         release_batch,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
@@ -1414,19 +1417,19 @@ impl<T, W: WaitMode> Consumer<T, W> {
         true
     }
 
-    /// Turns polite polling on (the default) or off: whether a read of the producer's
-    /// index, by this end with nothing left to take, may first wait a moment while this end
-    /// trails a streaming producer (see "Polite polling" in the [module docs](self)). Off,
-    /// every call that finds its cached view used up reads the producer's index at once:
-    /// for a thread that polls many rings in turn and would rather move on to the next.
+    /// Turns polite polling on or off (off is the default): whether a read of the
+    /// producer's index, by this end with nothing left to take, may first wait a moment
+    /// while this end trails a streaming producer (see "Polite polling" in the
+    /// [module docs](self) for when that pays and when it costs). Off, every call that
+    /// finds its cached view used up reads the producer's index at once.
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(64).unwrap();
-    /// assert!(rx.polite_polling());
-    /// rx.set_polite_polling(false);
-    /// tx.push(1).unwrap();
-    /// assert_eq!(rx.pop(), Some(1));
     /// assert!(!rx.polite_polling());
+    /// rx.set_polite_polling(true);
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.pop(), Some(1)); // a pause never hides an item that is there
+    /// assert!(rx.polite_polling());
     /// ```
     pub fn set_polite_polling(&mut self, on: bool) {
         self.polite.set_enabled(on);
@@ -1435,7 +1438,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Whether polite polling is on ([`set_polite_polling`](Self::set_polite_polling)).
     ///
     /// ```
-    /// assert!(flowline::fifo::spsc::channel::<u8>(8).unwrap().1.polite_polling());
+    /// assert!(!flowline::fifo::spsc::channel::<u8>(8).unwrap().1.polite_polling());
     /// ```
     pub fn polite_polling(&self) -> bool {
         self.polite.enabled()
@@ -1940,12 +1943,21 @@ mod tests {
         assert_eq!((rx.stores, rx.head - rx.released), (1, 0), "released once");
     }
 
+    /// A ring with polite polling turned on (it is off by default).
+    fn polite_channel<T>(
+        ends: Result<(Producer<T>, Consumer<T>), CapacityError>,
+    ) -> (Producer<T>, Consumer<T>) {
+        let (tx, mut rx) = ends.unwrap();
+        rx.set_polite_polling(true);
+        (tx, rx)
+    }
+
     /// Polite polling never hides an item: a pop right after a push on the same thread
     /// gets it, and since each pause there brings one item, pauses become rare.
     #[test]
     fn a_same_thread_producer_makes_polite_pauses_rare_and_misses_nothing() {
         let n: u64 = if cfg!(miri) { 2_000 } else { 100_000 };
-        let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+        let (mut tx, mut rx) = polite_channel(channel::<u64>(64));
         for i in 0..n {
             tx.push(i).unwrap();
             assert_eq!(rx.pop(), Some(i));
@@ -2018,15 +2030,21 @@ mod tests {
             ),
             (Drain::RefreshThenBurst, 0, "refresh never pauses"),
         ] {
-            let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+            let (mut tx, mut rx) = polite_channel(channel::<u64>(64));
             assert_eq!(trail(&mut rx, &mut tx, how), expected, "{what}");
         }
         let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+        assert_eq!(
+            trail(&mut rx, &mut tx, Drain::Pops),
+            0,
+            "polite polling off: the default"
+        );
+        rx.set_polite_polling(true);
         rx.set_polite_polling(false);
         assert_eq!(
             trail(&mut rx, &mut tx, Drain::Pops),
             0,
-            "polite polling off"
+            "turned on, then off"
         );
         rx.set_polite_polling(true);
         assert_eq!(trail(&mut rx, &mut tx, Drain::Pops), 8, "back on");
@@ -2039,7 +2057,7 @@ mod tests {
     fn same_thread_batches_make_polite_pauses_rare() {
         for batch in [8u64, 32] {
             let rounds: u64 = if cfg!(miri) { 1_000 } else { 20_000 };
-            let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+            let (mut tx, mut rx) = polite_channel(channel::<u64>(64));
             for r in 0..rounds {
                 for i in 0..batch {
                     tx.push(r * batch + i).unwrap();
@@ -2059,7 +2077,7 @@ mod tests {
     /// from zero does, and every item comes out in order.
     #[test]
     fn polite_pauses_are_counted_right_across_the_index_wrap() {
-        let (mut tx, mut rx) = with_start_index::<u64>(64, usize::MAX - 3).unwrap();
+        let (mut tx, mut rx) = polite_channel(with_start_index::<u64>(64, usize::MAX - 3));
         assert_eq!(
             trail(&mut rx, &mut tx, Drain::Pops),
             8,
