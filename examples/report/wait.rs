@@ -369,6 +369,20 @@ pub fn run(r: &mut Report) {
                 }),
             ),
             (
+                "flowline_wait_spin",
+                Box::new(move || {
+                    let (mut tx, mut rx) = spsc::waitable::<u64>(RING).unwrap();
+                    tx.set_wait_strategy(WaitStrategy::Spin);
+                    rx.set_wait_strategy(WaitStrategy::Spin);
+                    vec![burst32(
+                        n32,
+                        (tx, rx),
+                        |t, b| t.push_burst_wait(b, FOREVER).unwrap(),
+                        |r, out| r.pop_burst_wait(out, 32, FOREVER).unwrap(),
+                    )]
+                }),
+            ),
+            (
                 "flowline",
                 Box::new(move || {
                     vec![burst32(
@@ -393,6 +407,7 @@ pub fn run(r: &mut Report) {
         ],
         &[
             ("flowline_wait", "flowline"),
+            ("flowline_wait_spin", "flowline"),
             ("flowline_waitable", "flowline"),
         ],
     );
