@@ -1624,7 +1624,24 @@ impl<T> Producer<T, Wait> {
         if items.is_empty() {
             return Ok(0);
         }
-        wait::wait_loop(
+        // The fast path is `push_burst` and one load of a line nobody writes until the
+        // drop, as in `push_wait`.
+        if self.consumer_gone_now() {
+            return Err(WaitError::Disconnected);
+        }
+        match self.push_burst(items) {
+            0 => self.push_burst_wait_slow(items, timeout),
+            n => Ok(n),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_burst_wait_slow(&mut self, items: &[T], timeout: Duration) -> Result<usize, WaitError>
+    where
+        T: Copy,
+    {
+        wait::wait_after_miss(
             self,
             self.strategy,
             timeout,
