@@ -682,6 +682,65 @@ pub(crate) fn poll_push<H, T>(
     }
 }
 
+/// A burst with a wait, for both rings' `push_burst_wait`: the fast path is one Relaxed
+/// load of the consumer-gone flag (`gone_now`, a line nobody writes until the drop) and one
+/// `push`; only after a full ring does it wait (the out-of-line [`wait_after_miss`]), with
+/// the Acquire check (`gone`) before each poll. An Acquire load on every burst would make
+/// the compiler reload the ring end's fields after it (0.86-0.90x of polling at bursts of
+/// 32, against 0.97-1.09x this way).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn push_burst_or_wait<H>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    gone_now: impl Fn(&H) -> bool,
+    gone: impl Fn(&H) -> bool,
+    mut push: impl FnMut(&mut H) -> usize,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<usize, WaitError> {
+    if gone_now(h) {
+        return Err(WaitError::Disconnected);
+    }
+    match push(h) {
+        0 => push_burst_wait_slow(h, strategy, timeout, gone, push, ready, sleepers),
+        n => Ok(n),
+    }
+}
+
+/// [`push_burst_or_wait`] after a full ring: out of line and cold, so that the fast path
+/// compiles into the caller's loop without it.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn push_burst_wait_slow<H>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    gone: impl Fn(&H) -> bool,
+    mut push: impl FnMut(&mut H) -> usize,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<usize, WaitError> {
+    wait_after_miss(
+        h,
+        strategy,
+        timeout,
+        |h| {
+            if gone(h) {
+                return Step::Closed;
+            }
+            match push(h) {
+                0 => Step::Pending,
+                n => Step::Ready(n),
+            }
+        },
+        ready,
+        sleepers,
+    )
+}
+
 /// One poll of a wait for items that takes (or counts) them with `take`, for the burst
 /// and `wait_for_items` forms of both rings: what `take` returned, or, when it returned 0
 /// and the other end is `gone`, one more `take` (items published before the drop are seen

@@ -135,7 +135,7 @@ use super::{CapacityError, NoWait, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc};
 #[cfg(feature = "std")]
-use crate::wait::{self, PushWaitError, Sleepers, Step, WaitError, WaitStrategy};
+use crate::wait::{self, PushWaitError, Sleepers, WaitError, WaitStrategy};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 #[cfg(feature = "std")]
@@ -1624,36 +1624,13 @@ impl<T> Producer<T, Wait> {
         if items.is_empty() {
             return Ok(0);
         }
-        // The fast path is `push_burst` and one load of a line nobody writes until the
-        // drop, as in `push_wait`.
-        if self.consumer_gone_now() {
-            return Err(WaitError::Disconnected);
-        }
-        match self.push_burst(items) {
-            0 => self.push_burst_wait_slow(items, timeout),
-            n => Ok(n),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn push_burst_wait_slow(&mut self, items: &[T], timeout: Duration) -> Result<usize, WaitError>
-    where
-        T: Copy,
-    {
-        wait::wait_after_miss(
+        wait::push_burst_or_wait(
             self,
             self.strategy,
             timeout,
-            |p| {
-                if p.is_abandoned() {
-                    return Step::Closed;
-                }
-                match p.push_burst(items) {
-                    0 => Step::Pending,
-                    n => Step::Ready(n),
-                }
-            },
+            Producer::consumer_gone_now,
+            Producer::is_abandoned,
+            |p| p.push_burst(items),
             Producer::has_room_or_closed,
             |p| &p.shared.room,
         )
