@@ -165,11 +165,19 @@ fn backpressure_keeps_a_flows_later_packets_with_the_caller() {
     // credit anywhere), and order is kept.
     assert_eq!(burst, vec![p(1, 2), p(2, 0), p(1, 3)]);
     assert_eq!(d.stats().snapshot().get("backpressured"), Some(3));
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(2));
     for x in recv_all(&mut ws[0]) {
         ws[0].done(x).unwrap();
     }
     assert_eq!(d.distribute(&mut burst).unwrap(), 2);
     assert_eq!(burst, vec![p(1, 3)]);
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(4));
+    // The first packet already finds no credit: nothing is accepted, nothing reordered.
+    let mut late = vec![p(3, 0), p(1, 4)];
+    assert_eq!(d.distribute(&mut late).unwrap(), 0);
+    assert_eq!(late, vec![p(3, 0), p(1, 4)]);
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(4));
+    assert_eq!(recv_all(&mut ws[0]), vec![p(1, 2), p(2, 0)]);
 }
 
 // ---- invariant 4: reschedule -------------------------------------------------------------

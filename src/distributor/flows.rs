@@ -72,9 +72,9 @@ const MIN_SLOTS: usize = 16;
 /// no tombstones are needed.
 ///
 /// [`prune_idle`]: FlowTable::prune_idle
-#[derive(Default)]
 pub(crate) struct FlowTable {
-    /// A power of two of slots (or none before the first insert).
+    /// A power of two of slots, at least [`MIN_SLOTS`] (allocated at creation, so a lookup
+    /// needs no emptiness check).
     slots: Vec<Slot>,
     /// Occupied slots.
     len: usize,
@@ -82,6 +82,17 @@ pub(crate) struct FlowTable {
     shift: u32,
     /// Size past which the next `prune_idle` scans the table (0: the caller's limit).
     prune_at: usize,
+}
+
+impl Default for FlowTable {
+    fn default() -> Self {
+        FlowTable {
+            slots: vec![FREE_SLOT; MIN_SLOTS],
+            len: 0,
+            shift: 64 - MIN_SLOTS.trailing_zeros(),
+            prune_at: 0,
+        }
+    }
 }
 
 impl FlowTable {
@@ -94,14 +105,11 @@ impl FlowTable {
 
     #[inline]
     pub(crate) fn get_mut(&mut self, tag: u64) -> Option<&mut Flow> {
-        if self.len == 0 {
-            return None;
-        }
         let mask = self.slots.len() - 1;
         let mut i = self.home(tag);
         loop {
-            // SAFETY: `i <= mask` (the home is below `slots.len()`, a power of two, and every
-            // step is masked), so it is in bounds.
+            // SAFETY: `i <= mask` (the home is below `slots.len()`, a power of two and never
+            // 0, and every step is masked), so it is in bounds.
             let s = unsafe { self.slots.get_unchecked(i) };
             if s.flow.worker == FREE {
                 return None;

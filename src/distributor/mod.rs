@@ -345,6 +345,108 @@ struct Pick {
     others: u64,
 }
 
+impl Pick {
+    /// No pick: `others` 0 fails every check (no load is below it), so the next
+    /// [`Router::least_loaded`] scans.
+    const NONE: Pick = Pick { lane: 0, others: 0 };
+}
+
+/// What routing a packet uses, borrowed apart from the rest of the distributor for one
+/// pass: the compiler then keeps these in registers across the pass (a `&mut self` method
+/// reloads them after every store into a lane's buffers, which it cannot tell apart from
+/// the distributor's own fields).
+struct Router<'a, T> {
+    lanes: &'a mut [Lane<T>],
+    flows: &'a mut FlowTable,
+    /// The pass's pick (copied in and out, so it stays in registers).
+    pick: Pick,
+    credit: u64,
+}
+
+impl<T> Router<'_, T> {
+    /// The active worker with the least outstanding work (the first such lane), if it still
+    /// has credit.
+    ///
+    /// Scans the lanes only when `pick` cannot answer: within one routing pass a lane's
+    /// outstanding count only grows (packets are sent; completions are read between
+    /// passes), so a lane whose load is still below the lower bound `pick.others` of every
+    /// other active lane is still the strict minimum, the lane a scan would find.
+    #[inline]
+    fn least_loaded(lanes: &[Lane<T>], credit: u64, pick: &mut Pick) -> Option<usize> {
+        let p = *pick;
+        debug_assert!(p.lane < lanes.len());
+        // SAFETY: `pick.lane` is 0 (`Pick::NONE`; `new` makes at least one lane) or an
+        // index of `lanes` a scan found, and `lanes` never shrinks.
+        let load = unsafe { lanes.get_unchecked(p.lane) }.outstanding();
+        if load < p.others {
+            return (load < credit).then_some(p.lane);
+        }
+        let (mut best, mut best_load, mut others) = (None, u64::MAX, u64::MAX);
+        for (i, lane) in lanes.iter().enumerate() {
+            if !lane.active {
+                continue;
+            }
+            let load = lane.outstanding();
+            if load < best_load {
+                others = best_load;
+                best = Some(i);
+                best_load = load;
+            } else if load < others {
+                others = load;
+            }
+        }
+        *pick = best.map_or(Pick::NONE, |lane| Pick { lane, others });
+        best.filter(|_| best_load < credit)
+    }
+
+    /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
+    /// lookup per packet.
+    #[inline(always)]
+    fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
+        let w = match self.flows.get_mut(t) {
+            Some(f) => {
+                debug_assert!(f.worker < self.lanes.len());
+                // SAFETY: every worker index in the flow table is an index of `lanes` (set
+                // from `least_loaded`, a scan of `lanes`), and `lanes` never shrinks
+                // (`remove_worker` marks a lane removed and keeps it).
+                let lane = unsafe { self.lanes.get_unchecked(f.worker) };
+                if lane.completed < f.last {
+                    // In flight: stays with its worker, whatever the load.
+                    if lane.outstanding() >= self.credit {
+                        return Err(pkt);
+                    }
+                } else {
+                    // Idle: may move to the least loaded worker.
+                    match Self::least_loaded(self.lanes, self.credit, &mut self.pick) {
+                        Some(w) => f.worker = w,
+                        None => return Err(pkt),
+                    }
+                }
+                debug_assert!(f.worker < self.lanes.len());
+                // SAFETY: as above (`least_loaded` returns an index of `lanes`).
+                let lane = unsafe { self.lanes.get_unchecked_mut(f.worker) };
+                lane.send(pkt, t);
+                f.last = lane.sent;
+                return Ok(());
+            }
+            None => match Self::least_loaded(self.lanes, self.credit, &mut self.pick) {
+                Some(w) => w,
+                None => return Err(pkt),
+            },
+        };
+        let lane = &mut self.lanes[w];
+        lane.send(pkt, t);
+        self.flows.set(
+            t,
+            Flow {
+                worker: w,
+                last: lane.sent,
+            },
+        );
+        Ok(())
+    }
+}
+
 /// The distributor's view of one worker.
 struct Lane<T> {
     tx: spsc::Producer<T, Wait>,
@@ -450,7 +552,7 @@ pub struct Distributor<T, F> {
     lanes: Vec<Lane<T>>,
     /// The least loaded worker of the current routing pass (see [`Pick`]); reset by
     /// [`route_backlog`](Self::route_backlog), which starts every pass.
-    pick: Option<Pick>,
+    pick: Pick,
     flows: FlowTable,
     /// Packets to route before new input: rescheduled ones, and those a leaving worker
     /// handed back (at the front, oldest first).
@@ -555,7 +657,7 @@ where
         returned: Vec::new(),
         credit: config.credit as u64,
         active: config.workers,
-        pick: None,
+        pick: Pick::NONE,
         blocked: HashSet::default(),
         behind: HashMap::default(),
         held_back: HashMap::default(),
@@ -658,78 +760,19 @@ impl<T, F> Distributor<T, F>
 where
     F: FnMut(&T) -> u64,
 {
-    /// The active worker with the least outstanding work (the first such lane), if it still
-    /// has credit.
-    ///
-    /// Scans the lanes only when `pick` cannot answer: within one routing pass a lane's
-    /// outstanding count only grows (packets are sent; completions are read between
-    /// passes), so a lane whose load is still below the lower bound `pick.others` of every
-    /// other active lane is still the strict minimum, the lane a scan would find.
-    #[inline]
-    fn least_loaded(lanes: &[Lane<T>], credit: u64, pick: &mut Option<Pick>) -> Option<usize> {
-        if let Some(p) = *pick {
-            let load = lanes[p.lane].outstanding();
-            if load < p.others {
-                return (load < credit).then_some(p.lane);
-            }
-        }
-        let (mut best, mut best_load, mut others) = (None, u64::MAX, u64::MAX);
-        for (i, lane) in lanes.iter().enumerate() {
-            if !lane.active {
-                continue;
-            }
-            let load = lane.outstanding();
-            if load < best_load {
-                others = best_load;
-                best = Some(i);
-                best_load = load;
-            } else if load < others {
-                others = load;
-            }
-        }
-        *pick = best.map(|lane| Pick { lane, others });
-        best.filter(|_| best_load < credit)
-    }
-
     /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
     /// lookup per packet.
     #[inline(always)]
     fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
-        let w = match self.flows.get_mut(t) {
-            Some(f) => {
-                let lane = &self.lanes[f.worker];
-                if lane.completed < f.last {
-                    // In flight: stays with its worker, whatever the load.
-                    if lane.outstanding() >= self.credit {
-                        return Err(pkt);
-                    }
-                } else {
-                    // Idle: may move to the least loaded worker.
-                    match Self::least_loaded(&self.lanes, self.credit, &mut self.pick) {
-                        Some(w) => f.worker = w,
-                        None => return Err(pkt),
-                    }
-                }
-                let lane = &mut self.lanes[f.worker];
-                lane.send(pkt, t);
-                f.last = lane.sent;
-                return Ok(());
-            }
-            None => match Self::least_loaded(&self.lanes, self.credit, &mut self.pick) {
-                Some(w) => w,
-                None => return Err(pkt),
-            },
+        let mut router = Router {
+            lanes: &mut self.lanes,
+            flows: &mut self.flows,
+            pick: self.pick,
+            credit: self.credit,
         };
-        let lane = &mut self.lanes[w];
-        lane.send(pkt, t);
-        self.flows.set(
-            t,
-            Flow {
-                worker: w,
-                last: lane.sent,
-            },
-        );
-        Ok(())
+        let r = router.route(pkt, t);
+        self.pick = router.pick;
+        r
     }
 
     /// Pushes every lane's staged packets as one burst.
@@ -749,7 +792,7 @@ where
     /// backlog packets left behind are added to `blocked`.
     fn route_backlog(&mut self) {
         // A new pass: completions read since the last one may have lowered any load.
-        self.pick = None;
+        self.pick = Pick::NONE;
         let tags = self.tag_backlog();
         // The packets left behind keep their order.
         for &t in &tags {
@@ -879,7 +922,7 @@ where
     pub(crate) fn poll_returns(&mut self) {
         // Completions lower loads: a pick of the last routing pass no longer holds (every
         // pass resets it too; this keeps it right for any caller of `route`).
-        self.pick = None;
+        self.pick = Pick::NONE;
         self.epoch += 1;
         for w in 0..self.lanes.len() {
             self.poll_lane(w);
@@ -1100,7 +1143,7 @@ where
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
-        let mut accepted = 0u64;
+        let accepted: u64;
         {
             /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
             /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the
@@ -1135,37 +1178,67 @@ where
             let mut kept_old = 0;
             // Whether any packet may have to wait (checked once here: of the three sets
             // only `blocked` grows in the loop, and it sets this when it does).
-            let mut filtering = !self.blocked.is_empty()
-                || !self.wait_first.is_empty()
-                || !self.held_back.is_empty();
+            let Self {
+                tag,
+                lanes,
+                flows,
+                pick,
+                credit,
+                blocked,
+                wait_first,
+                held_back,
+                ..
+            } = self;
+            let filtering = !blocked.is_empty() || !wait_first.is_empty() || !held_back.is_empty();
+            let mut router = Router {
+                lanes,
+                flows,
+                pick: *pick,
+                credit: *credit,
+            };
+            if !filtering {
+                // The common case, in a loop of its own that keeps fewer values live: no
+                // packet has to wait until one finds no credit.
+                while g.next < g.len {
+                    // SAFETY: as in the loop below.
+                    let t = tag(unsafe { &*g.base.add(g.next) });
+                    // SAFETY: as in the loop below.
+                    let p = unsafe { ptr::read(g.base.add(g.next)) };
+                    g.next += 1;
+                    if let Err(p) = router.route(p, t) {
+                        blocked.insert(t);
+                        g.pkts.push(p);
+                        kept_old += usize::from(g.next <= *old);
+                        break;
+                    }
+                }
+            }
             while g.next < g.len {
                 // SAFETY: `next < len`: an initialised packet the guard owns. It is tagged in
                 // place, so if `tag` panics it is still owned by the guard and goes back.
-                let t = (self.tag)(unsafe { &*g.base.add(g.next) });
+                let t = tag(unsafe { &*g.base.add(g.next) });
                 // SAFETY: as above; `next` moves past it, so it is moved out exactly once.
                 let p = unsafe { ptr::read(g.base.add(g.next)) };
                 let is_old = g.next < *old;
                 g.next += 1;
                 let came = if is_old { 0 } else { arrived };
-                if filtering
-                    && (self.blocked.contains(&t)
-                        || self.wait_first.contains(&t)
-                        || self.held_back.get(&t).is_some_and(|&read| read <= came))
+                if blocked.contains(&t)
+                    || wait_first.contains(&t)
+                    || held_back.get(&t).is_some_and(|&read| read <= came)
                 {
                     g.pkts.push(p);
                     kept_old += usize::from(is_old);
                     continue;
                 }
-                match self.route(p, t) {
-                    Ok(()) => accepted += 1,
-                    Err(p) => {
-                        self.blocked.insert(t);
-                        filtering = true;
-                        g.pkts.push(p);
-                        kept_old += usize::from(is_old);
-                    }
+                if let Err(p) = router.route(p, t) {
+                    blocked.insert(t);
+                    g.pkts.push(p);
+                    kept_old += usize::from(is_old);
                 }
             }
+            *pick = router.pick;
+            // Every packet taken was routed or went back onto `pkts` (empty at the start).
+            accepted = (len - g.pkts.len()) as u64;
             *old = kept_old;
         }
         self.scratch = input;
