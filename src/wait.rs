@@ -36,27 +36,34 @@
 //! running a thread of this process execute a full memory barrier before it returns (a few
 //! microseconds, paid by the thread about to sleep). Where that call is unavailable (other
 //! systems, old kernels, seccomp filters), under Miri and under loom, both barriers are
-//! `fence(SeqCst)`. The loom models (`tests/loom_wait.rs`) check the protocol with the
+//! `fence(SeqCst)`: the ring's sleeper word then carries a flag, set when the ring is
+//! made, that sends the publisher to a slow path with the fence (its first load proves
+//! nothing; it loads the count again after the fence). The loom models (`tests/loom_wait.rs`) check the protocol with the
 //! fences; Miri checks it with the fences; the asymmetric pair relies on the kernel's
 //! documented guarantee. The x86_64 `asm!` form of the publisher's check, which is what
 //! runs there natively, is seen by neither (nor by ThreadSanitizer): `tests/stress_wait.rs`
 //! checks it, with membarrier and without (`FLOWLINE_NO_MEMBARRIER=1` in CI).
 //!
 //! Costs to know about:
-//! - the check is not free in instructions: a single-thread loop of 4 pushes and 4 pops
-//!   (`valgrind --tool=callgrind`, 8M pairs) runs 39.8 instructions per pair on a
-//!   waitable ring against 32.3 on a `channel` ring. With a compiler fence as the light
-//!   barrier it ran 44.8, and single items across cores measured 0.77-0.98x of the
-//!   `channel` ring; with the `asm!` load, 0.95-1.29x (8 alternating runs each: no cost
-//!   this 2-vCPU machine can see). Bursts pay the check once per burst.
+//! - the publisher's check is one load, one test and one branch on a word that nobody
+//!   writes while both sides run: the sleeper count, with a flag folded in where the
+//!   barriers are symmetric (no membarrier), which sends every publication to the slow
+//!   path that fences and loads again. An earlier form also tested the process's
+//!   membarrier flag on every publication (two more loads and a branch): in
+//!   `report -- wait_spsc_burst1`, near placement, 3 runs alternating with it, `push` /
+//!   `pop` on a waitable ring ran 1.00-1.02x of a `channel` ring (0.83-0.94x before), and
+//!   `push_wait` / `pop_wait` 1.06-1.15x of polling (0.88-1.05x before). The check is an
+//!   `asm!` load on x86_64: a compiler fence as the light barrier made the compiler
+//!   reload the ring end's fields after every publication, and single items across cores
+//!   measured 0.77-0.98x of the `channel` ring with it.
 //! - each sleep runs the heavy barrier: on Linux it interrupts every CPU that is running a
 //!   thread of this process (an IPI; microseconds), busy pollers on isolated cores
 //!   included. Threads that sleep often (a consumer whose producer trickles) make the
 //!   process's busy threads pay that; a strategy with more spins, or `SpinYield`, avoids it.
 //! - where membarrier is unavailable (other systems, kernels before 4.14, a seccomp filter
 //!   at the first ring's creation), the light barrier is a full fence on every
-//!   publication (an `mfence` on x86: tens of cycles per push or burst). Not measured
-//!   here; the figures in the README are Linux with membarrier.
+//!   publication (an `mfence` on x86, in an out-of-line slow path: tens of cycles per push
+//!   or burst). Not measured here; the figures in the README are Linux with membarrier.
 //! - if the barrier call fails after registration (a seccomp filter installed later,
 //!   `ENOMEM`), waits stop sleeping for the rest of the process and poll with
 //!   `yield_now` instead: still correct, no longer free while idle.
@@ -233,13 +240,6 @@ mod membarrier {
         });
     }
 
-    /// The flag `ready` reads, for the publisher's `asm!` check (1 = registered).
-    #[cfg(all(target_arch = "x86_64", target_pointer_width = "64"))]
-    #[inline(always)]
-    pub(super) fn ready_flag() -> *const u8 {
-        READY.as_ptr()
-    }
-
     #[inline(always)]
     pub(super) fn ready() -> bool {
         // Relaxed: see `register`; the value never changes after it.
@@ -354,9 +354,10 @@ fn can_sleep() -> bool {
 /// sleeping `flush` waits on), and the means to wake them.
 #[derive(Debug)]
 pub(crate) struct Sleepers {
-    /// Threads announced as sleeping, and async tasks registered to be woken. Written only
-    /// by sleepers (and by the wake that consumes a task's registration); read by every
-    /// publication of a waitable ring.
+    /// Threads announced as sleeping, and async tasks registered to be woken, plus
+    /// [`PUBLISHERS_FENCE`] where publishers must run a full fence before they trust the
+    /// count. Written only by sleepers (and by the wake that consumes a task's
+    /// registration); read by every publication of a waitable ring.
     waiting: AtomicU32,
     lock: Mutex<Wakers>,
     cv: Condvar,
@@ -373,10 +374,25 @@ struct Wakers {
     next_key: u64,
 }
 
+/// The bit of [`Sleepers::waiting`] that tells publishers to run a full fence and load the
+/// count again before they trust it: set for good at creation where the barriers are
+/// symmetric (no membarrier: other systems, the opt-out, Miri, loom). So the publisher's
+/// hot path is one load and one test of a word that is 0 while nobody sleeps, with
+/// membarrier or without; only its slow path tells the two apart.
+const PUBLISHERS_FENCE: u32 = 1 << 31;
+
 impl Sleepers {
+    /// Call [`register`] first (ring constructors do): created before the barriers are
+    /// set up, the publishers of this direction fence on every publication (correct, and
+    /// slower).
     pub(crate) fn new() -> Self {
+        let fence = if asymmetric_barriers() {
+            0
+        } else {
+            PUBLISHERS_FENCE
+        };
         Sleepers {
-            waiting: AtomicU32::new(0),
+            waiting: AtomicU32::new(fence),
             lock: Mutex::new(Wakers::default()),
             cv: Condvar::new(),
         }
@@ -385,78 +401,88 @@ impl Sleepers {
     /// Whether a thread is announced as sleeping (a snapshot, for tests).
     pub(crate) fn has_sleepers(&self) -> bool {
         // Relaxed: a diagnostic read.
-        self.waiting.load(Ordering::Relaxed) != 0
+        self.waiting.load(Ordering::Relaxed) & !PUBLISHERS_FENCE != 0
+    }
+
+    /// Sleepers and registered tasks (a snapshot, for tests).
+    #[cfg(all(test, feature = "async"))]
+    fn count(&self) -> u32 {
+        self.waiting.load(Ordering::SeqCst) & !PUBLISHERS_FENCE
     }
 
     /// The publisher's check, right after it stored its index: wakes the sleepers, if any.
+    /// One load and one test while nobody sleeps (and membarrier is in use).
     #[inline(always)]
     pub(crate) fn notify(&self) {
-        if self.waiting_after_publish() != 0 {
+        let w = self.waiting_after_publish();
+        if w != 0 {
+            self.notify_slow(w);
+        }
+    }
+
+    /// The rest of [`notify`](Self::notify) when the word was not 0: the full fence where
+    /// the barriers are symmetric (the count loaded before it proves nothing), then the
+    /// wake if anyone sleeps.
+    #[cold]
+    #[inline(never)]
+    fn notify_slow(&self, mut w: u32) {
+        if w & PUBLISHERS_FENCE != 0 {
+            // The light barrier without membarrier: a full fence between the caller's
+            // index store and the load of the count (module docs).
+            fence(Ordering::SeqCst);
+            // Relaxed: ordered by the fence pair; the wake synchronises via the mutex.
+            w = self.waiting.load(Ordering::Relaxed);
+        }
+        if w & !PUBLISHERS_FENCE != 0 {
             self.wake_all();
         }
     }
 
-    /// The sleeper count, loaded after the caller's index store: the publisher's half of
-    /// the barrier pair (the light barrier) and the load.
+    /// The sleeper word, loaded after the caller's index store with only the compiler
+    /// kept from moving the load before the store: the publisher's half of the
+    /// asymmetric barrier pair. Where the barriers are symmetric the word has
+    /// [`PUBLISHERS_FENCE`] set, and [`notify_slow`](Self::notify_slow) fences and loads
+    /// again.
     #[inline(always)]
     fn waiting_after_publish(&self) -> u32 {
         #[cfg(all(
-            target_os = "linux",
             target_arch = "x86_64",
             target_pointer_width = "64",
             not(loom),
             not(miri)
         ))]
         {
-            // One `asm!` block is the light barrier and the load. It may read memory (not
-            // `nomem`), so the compiler cannot move it before the index store, which it
-            // might read; it writes none (`readonly`), so the compiler keeps the ring end's
-            // fields in registers across it. A compiler fence would also make it reload
-            // them after every publication (~4 instructions per single push). Without
-            // membarrier the block runs `mfence` before the load (the full fence the
-            // sleeper's plain fence pairs with); with it, the CPU's store-load order is
-            // the heavy barrier's part (module docs).
+            // An `asm!` load: it may read memory (not `nomem`), so the compiler cannot move
+            // it before the index store, which it might read; it writes none (`readonly`),
+            // so the compiler keeps the ring end's fields in registers across it. A
+            // compiler fence would also make it reload them after every publication (~4
+            // instructions per single push). The CPU's store-load order is the heavy
+            // barrier's part (module docs).
             let waiting: u32;
-            // SAFETY: `ready` points at a live `u8` static and `p` at a live `AtomicU32`;
-            // the block reads one byte and one aligned 4-byte word (an atomic load on
-            // x86_64), writes no memory and leaves the stack alone, as declared.
+            // SAFETY: `p` points at a live `AtomicU32`; the block reads one aligned 4-byte
+            // word (an atomic load on x86_64), writes no memory and leaves the stack
+            // alone, as declared.
             unsafe {
                 core::arch::asm!(
-                    "cmp byte ptr [{ready}], 1",
-                    "je 2f",
-                    "mfence",
-                    "2:",
                     "mov {w:e}, dword ptr [{p}]",
-                    ready = in(reg) membarrier::ready_flag(),
                     p = in(reg) self.waiting.as_ptr(),
                     w = out(reg) waiting,
-                    options(nostack, readonly),
+                    options(nostack, readonly, preserves_flags),
                 );
             }
             waiting
         }
         #[cfg(not(all(
-            target_os = "linux",
             target_arch = "x86_64",
             target_pointer_width = "64",
             not(loom),
             not(miri)
         )))]
         {
-            // The light barrier: with membarrier the compiler's order suffices, else a
-            // full fence (module docs).
-            #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-            let asymmetric = membarrier::ready();
-            #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
-            let asymmetric = false;
-            if asymmetric {
-                core::sync::atomic::compiler_fence(Ordering::SeqCst);
-            } else {
-                fence(Ordering::SeqCst);
-            }
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
             // Relaxed: the barrier pair orders this load after the index store and against
-            // the sleeper's announcement (module docs); the wake itself synchronises via
-            // the mutex.
+            // the sleeper's announcement (module docs, and `notify_slow` where the pair is
+            // two fences); the wake itself synchronises via the mutex.
             self.waiting.load(Ordering::Relaxed)
         }
     }
@@ -1039,6 +1065,58 @@ fn yield_once() {
     loom::thread::yield_now();
 }
 
+#[cfg(all(test, not(loom)))]
+mod fence_bit_tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    /// The sleeper word carries the fence bit exactly where the barriers are symmetric
+    /// (so publishers fence there), and the bit never counts as a sleeper.
+    #[test]
+    fn the_fence_bit_follows_the_barriers() {
+        register();
+        let s = Sleepers::new();
+        let w = s.waiting.load(Ordering::SeqCst);
+        assert_eq!(w & PUBLISHERS_FENCE != 0, !asymmetric_barriers());
+        assert_eq!(w & !PUBLISHERS_FENCE, 0);
+        assert!(!s.has_sleepers());
+        s.notify();
+    }
+
+    /// With the fence bit set (as without membarrier), a publication still wakes a
+    /// sleeper: the slow path fences, loads the count again and wakes.
+    #[test]
+    fn the_fence_path_wakes_sleepers() {
+        register();
+        for bit in [0, PUBLISHERS_FENCE] {
+            let s = Arc::new(Sleepers::new());
+            s.waiting.store(bit, Ordering::SeqCst);
+            let ready = Arc::new(AtomicBool::new(false));
+            let t = {
+                let (s, ready) = (Arc::clone(&s), Arc::clone(&ready));
+                std::thread::spawn(move || {
+                    let t0 = Instant::now();
+                    let deadline = t0 + Duration::from_secs(20);
+                    let woken = s.sleep_until(|| ready.load(Ordering::SeqCst), Some(deadline));
+                    // Woken by the notify, not by the deadline.
+                    woken && t0.elapsed() < Duration::from_secs(10)
+                })
+            };
+            while !s.has_sleepers() && !t.is_finished() {
+                std::thread::yield_now();
+            }
+            ready.store(true, Ordering::SeqCst);
+            s.notify();
+            assert!(
+                t.join().unwrap(),
+                "woken with the item there (bit {bit:#x})"
+            );
+            assert_eq!(s.waiting.load(Ordering::SeqCst), bit, "count back to 0");
+        }
+    }
+}
+
 #[cfg(all(test, not(loom), feature = "async"))]
 mod tests {
     use super::*;
@@ -1066,23 +1144,23 @@ mod tests {
         assert!(!s.register_waker(&mut a, &w, || false));
         assert!(!s.register_waker(&mut a, &w, || false), "a refresh");
         assert!(!s.register_waker(&mut b, &w, || false));
-        assert_eq!(s.waiting.load(Ordering::SeqCst), 2);
+        assert_eq!(s.count(), 2);
         s.deregister(&mut b);
-        assert_eq!((s.waiting.load(Ordering::SeqCst), b), (1, None));
+        assert_eq!((s.count(), b), (1, None));
         s.notify();
         assert_eq!(c.0.load(Ordering::SeqCst), 1);
-        assert_eq!(s.waiting.load(Ordering::SeqCst), 0, "the wake consumed it");
+        assert_eq!(s.count(), 0, "the wake consumed it");
         // `a` still holds its old key, which the wake consumed: registering again counts
         // again, and withdrawing the stale key changes nothing.
         assert!(!s.register_waker(&mut a, &w, || false));
-        assert_eq!(s.waiting.load(Ordering::SeqCst), 1);
+        assert_eq!(s.count(), 1);
         let mut stale = Some(u64::MAX);
         s.deregister(&mut stale);
-        assert_eq!(s.waiting.load(Ordering::SeqCst), 1);
+        assert_eq!(s.count(), 1);
         s.deregister(&mut a);
         // Ready at the re-check: nothing stays registered.
         assert!(s.register_waker(&mut a, &w, || true));
-        assert_eq!((s.waiting.load(Ordering::SeqCst), a), (0, None));
+        assert_eq!((s.count(), a), (0, None));
         s.notify();
         assert_eq!(
             c.0.load(Ordering::SeqCst),
@@ -1126,14 +1204,14 @@ mod tests {
             1,
             "woken despite the other's panic"
         );
-        assert_eq!(s.waiting.load(Ordering::SeqCst), 0);
+        assert_eq!(s.count(), 0);
         let clone_panics = bad_waker(false);
         let mut k = None;
         let r = catch_unwind(AssertUnwindSafe(|| {
             s.register_waker(&mut k, &clone_panics, || false)
         }));
         assert!(r.is_err());
-        assert_eq!((s.waiting.load(Ordering::SeqCst), k), (0, None));
+        assert_eq!((s.count(), k), (0, None));
         // Registrations still work afterwards.
         assert!(!s.register_waker(&mut k, &good, || false));
         s.notify();

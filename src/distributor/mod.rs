@@ -634,10 +634,10 @@ where
     if config.credit == 0 || config.credit > MAX_CREDIT {
         return Err(ConfigError::BadCredit(config.credit));
     }
-    let wake = Arc::new(CachePadded::new(Sleepers::new()));
-    // The flush's sleeper protocol needs the barriers set up before any worker can notify
+    // The flush's sleeper protocol needs the barriers set up before its sleepers are made
     // (the waitable packet rings below would do it too; this does not rely on them).
     crate::wait::register();
+    let wake = Arc::new(CachePadded::new(Sleepers::new()));
     let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);

@@ -300,6 +300,11 @@ fn build_with<T, W: WaitMode>(
     };
     let runs = cleared_runs(desc_slots).ok_or_else(alloc_failed)?;
     let buf = super::alloc_slots::<T>(slots).ok_or_else(alloc_failed)?;
+    // Before the sleepers are made: they read whether the barriers are asymmetric.
+    #[cfg(feature = "std")]
+    if W::WAITS {
+        wait::register();
+    }
     let shared = Arc::new(Shared {
         tail: CachePadded::new(AtomicU64::new(start)),
         head: CachePadded::new(AtomicU64::new(start)),
@@ -321,10 +326,6 @@ fn build_with<T, W: WaitMode>(
         room: CachePadded::new(Sleepers::new()),
         _owns: PhantomData,
     });
-    #[cfg(feature = "std")]
-    if W::WAITS {
-        wait::register();
-    }
     let producer = Producer {
         shared: Arc::clone(&shared),
         cached_head: start,

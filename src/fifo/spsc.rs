@@ -274,6 +274,11 @@ pub fn build<T, W: WaitMode>(
         slots,
         bytes: slots.saturating_mul(core::mem::size_of::<T>()),
     })?;
+    // Before the sleepers are made: they read whether the barriers are asymmetric.
+    #[cfg(feature = "std")]
+    if W::WAITS {
+        wait::register();
+    }
     let shared = Arc::new(Shared {
         tail: CachePadded::new(AtomicUsize::new(start)),
         head: CachePadded::new(AtomicUsize::new(start)),
@@ -288,10 +293,6 @@ pub fn build<T, W: WaitMode>(
         room: CachePadded::new(Sleepers::new()),
         _owns: PhantomData,
     });
-    #[cfg(feature = "std")]
-    if W::WAITS {
-        wait::register();
-    }
     let producer = Producer {
         buf,
         mask: slots - 1,
