@@ -793,6 +793,9 @@ where
     fn route_backlog(&mut self) {
         // A new pass: completions read since the last one may have lowered any load.
         self.pick = Pick::NONE;
+        if self.backlog.is_empty() {
+            return;
+        }
         let tags = self.tag_backlog();
         // The packets left behind keep their order.
         for &t in &tags {
@@ -1138,8 +1141,13 @@ where
             *pkts = all;
             return Err(NoWorkers);
         }
-        self.blocked.clear();
-        self.held_back.clear();
+        // (`clear` rewrites a set's control bytes even when it is empty.)
+        if !self.blocked.is_empty() {
+            self.blocked.clear();
+        }
+        if !self.held_back.is_empty() {
+            self.held_back.clear();
+        }
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
