@@ -151,10 +151,13 @@ impl FlowTable {
     /// Re-inserts the flows that `keep` keeps into a table of `slots` slots (at least
     /// [`MIN_SLOTS`], and at least twice what is kept).
     fn rebuild(&mut self, slots: usize, keep: impl Fn(&Flow) -> bool) {
-        let old = core::mem::take(&mut self.slots);
-        let kept: Vec<Slot> = old
-            .into_iter()
+        // Filtered before the old slots are replaced: if `keep` panicked, the table would
+        // still be whole (a lookup relies on `slots` never being empty).
+        let kept: Vec<Slot> = self
+            .slots
+            .iter()
             .filter(|s| s.flow.worker != FREE && keep(&s.flow))
+            .copied()
             .collect();
         let n = slots
             .max(MIN_SLOTS)

@@ -335,7 +335,7 @@ impl fmt::Display for JoinError {
 
 impl std::error::Error for JoinError {}
 
-/// What the last scan of a routing pass found ([`Distributor::least_loaded`]): the
+/// What the last scan of a routing pass found ([`Router::least_loaded`]): the
 /// least loaded active lane, and the least outstanding count among the other active lanes
 /// then (`u64::MAX` if there is none). Other lanes' loads only grow within a pass, so
 /// `others` stays a lower bound of them.
@@ -1151,6 +1151,9 @@ where
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
+        // `scratch` is only ever an emptied input (or new after a panic): `accepted` below
+        // counts on `pkts` starting empty.
+        debug_assert!(pkts.is_empty());
         let accepted: u64;
         {
             /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
@@ -1184,8 +1187,9 @@ where
                 pkts,
             };
             let mut kept_old = 0;
-            // Whether any packet may have to wait (checked once here: of the three sets
-            // only `blocked` grows in the loop, and it sets this when it does).
+            // Whether any packet may have to wait (checked once here). An unfiltered pass
+            // runs the fast loop until the first packet refused for credit (whose tag then
+            // joins `blocked`), then the filtering loop for the rest.
             let Self {
                 tag,
                 lanes,
