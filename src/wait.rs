@@ -475,11 +475,16 @@ impl Sleepers {
             }
             waiting
         }
-        #[cfg(not(all(
-            target_arch = "x86_64",
-            target_pointer_width = "64",
-            not(loom),
-            not(miri)
+        #[cfg(loom)]
+        {
+            // Under loom the word always carries the bit (`asymmetric_barriers` is false):
+            // `notify_slow` fences and loads it. A load here would add one more step to
+            // every publication of every model and change nothing it can see.
+            PUBLISHERS_FENCE
+        }
+        #[cfg(not(any(
+            all(target_arch = "x86_64", target_pointer_width = "64", not(miri)),
+            loom
         )))]
         {
             core::sync::atomic::compiler_fence(Ordering::SeqCst);
