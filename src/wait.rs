@@ -408,7 +408,7 @@ impl Sleepers {
     }
 
     /// Sleepers and registered tasks (a snapshot, for tests).
-    #[cfg(all(test, feature = "async"))]
+    #[cfg(all(test, not(loom), feature = "async"))]
     fn count(&self) -> u32 {
         self.waiting.load(Ordering::SeqCst) & !PUBLISHERS_FENCE
     }
