@@ -1,6 +1,6 @@
-//! `push_burst_wait` on both rings: every way it ends. The fast path (a burst that fits at
-//! once) and the slow path (a wait after a full ring) are separate code, so each ending is
-//! checked on the path that can produce it.
+//! `push_burst_wait` and `pop_burst_wait` on both rings: every way they end. The fast path
+//! (a burst that fits, or items there, at once) and the slow path (a wait after a full or
+//! empty ring) are separate code, so each ending is checked on the path that can produce it.
 #![cfg(all(not(loom), feature = "std"))]
 
 use std::time::Duration;
@@ -83,4 +83,109 @@ fn spsc_push_burst_wait_ends_every_way() {
 #[test]
 fn mpsc_push_burst_wait_ends_every_way() {
     check(|| mpsc::waitable::<u32>(4).unwrap(), |rx| rx.pop());
+}
+
+/// The two rings' consumers, for `pop_burst_wait`.
+trait BurstTake: Send + 'static {
+    fn take_wait(
+        &mut self,
+        out: &mut Vec<u32>,
+        max: usize,
+        t: Duration,
+    ) -> Result<usize, WaitError>;
+}
+
+impl BurstTake for spsc::Consumer<u32, flowline::fifo::Wait> {
+    fn take_wait(
+        &mut self,
+        out: &mut Vec<u32>,
+        max: usize,
+        t: Duration,
+    ) -> Result<usize, WaitError> {
+        self.pop_burst_wait(out, max, t)
+    }
+}
+
+impl BurstTake for mpsc::Consumer<u32, flowline::fifo::Wait> {
+    fn take_wait(
+        &mut self,
+        out: &mut Vec<u32>,
+        max: usize,
+        t: Duration,
+    ) -> Result<usize, WaitError> {
+        self.pop_burst_wait(out, max, t)
+    }
+}
+
+/// `pop_burst_wait`'s endings, for a ring of 4 slots made by `make`; `push` sends one item.
+/// The fast path (items there at once) and the out-of-line wait are separate code.
+fn check_take<P: Send + 'static, C: BurstTake>(
+    make: impl Fn() -> (P, C),
+    push: fn(&mut P, u32) -> bool,
+) {
+    // Fast path: up to `max`, in order; `max` 0 takes nothing and never waits.
+    let (mut tx, mut rx) = make();
+    let mut out = Vec::new();
+    assert_eq!(rx.take_wait(&mut out, 0, LONG), Ok(0));
+    assert!(push(&mut tx, 1) && push(&mut tx, 2) && push(&mut tx, 3));
+    assert_eq!(rx.take_wait(&mut out, 2, LONG), Ok(2));
+    assert_eq!(out, [1, 2]);
+
+    // Slow path, timeout: nothing arrives, `out` is unchanged.
+    let (_tx, mut rx) = make();
+    let mut out = vec![7];
+    assert_eq!(rx.take_wait(&mut out, 4, SHORT), Err(WaitError::Timeout));
+    assert_eq!(out, [7]);
+
+    // Slow path, an item arrives from another thread during the wait.
+    let (mut tx, mut rx) = make();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(SHORT);
+        assert!(push(&mut tx, 5));
+        tx
+    });
+    let mut out = Vec::new();
+    assert_eq!(rx.take_wait(&mut out, 4, LONG), Ok(1));
+    assert_eq!(out, [5]);
+    drop(t.join().unwrap());
+
+    // The producer goes away during the wait: Disconnected.
+    let (tx, mut rx) = make();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(SHORT);
+        drop(tx);
+    });
+    assert_eq!(
+        rx.take_wait(&mut Vec::new(), 4, LONG),
+        Err(WaitError::Disconnected)
+    );
+    t.join().unwrap();
+
+    // The producer is already gone: what it left comes first, then Disconnected.
+    let (mut tx, mut rx) = make();
+    assert!(push(&mut tx, 8));
+    drop(tx);
+    let mut out = Vec::new();
+    assert_eq!(rx.take_wait(&mut out, 4, LONG), Ok(1));
+    assert_eq!(
+        rx.take_wait(&mut out, 4, LONG),
+        Err(WaitError::Disconnected)
+    );
+    assert_eq!(out, [8]);
+}
+
+#[test]
+fn spsc_pop_burst_wait_ends_every_way() {
+    check_take(
+        || spsc::waitable::<u32>(4).unwrap(),
+        |tx, v| tx.push(v).is_ok(),
+    );
+}
+
+#[test]
+fn mpsc_pop_burst_wait_ends_every_way() {
+    check_take(
+        || mpsc::waitable::<u32>(4).unwrap(),
+        |tx, v| tx.push(v).is_ok(),
+    );
 }

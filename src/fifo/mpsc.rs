@@ -1627,7 +1627,7 @@ impl<T> Producer<T, Wait> {
         }
         wait::push_burst_or_wait(
             self,
-            self.strategy,
+            |p| p.strategy,
             timeout,
             Producer::consumer_gone_now,
             Producer::is_abandoned,
@@ -1739,7 +1739,23 @@ impl<T> Consumer<T, Wait> {
         if max == 0 {
             return Ok(0);
         }
-        wait::wait_loop(
+        // The fast path is `pop_burst_into`; the wait (and its copy of the strategy) only
+        // after it found nothing, out of line.
+        match self.pop_burst_into(out, max) {
+            0 => self.pop_burst_wait_slow(out, max, timeout),
+            n => Ok(n),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pop_burst_wait_slow(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        wait::wait_after_miss(
             self,
             self.strategy,
             timeout,
