@@ -1739,27 +1739,12 @@ impl<T> Consumer<T, Wait> {
         if max == 0 {
             return Ok(0);
         }
-        // The fast path is `pop_burst_into`; the wait (and its copy of the strategy) only
-        // after it found nothing, out of line.
-        match self.pop_burst_into(out, max) {
-            0 => self.pop_burst_wait_slow(out, max, timeout),
-            n => Ok(n),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn pop_burst_wait_slow(
-        &mut self,
-        out: &mut Vec<T>,
-        max: usize,
-        timeout: Duration,
-    ) -> Result<usize, WaitError> {
-        wait::wait_after_miss(
+        wait::pop_burst_or_wait(
             self,
-            self.strategy,
+            |c| c.strategy,
             timeout,
-            |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
+            Consumer::is_abandoned,
+            |c| c.pop_burst_into(out, max),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )
