@@ -718,7 +718,7 @@ pub(crate) fn poll_push<H, T>(
 
 /// A burst with a wait, for both rings' `push_burst_wait`: the fast path is one Relaxed
 /// load of the consumer-gone flag (`gone_now`, a line nobody writes until the drop) and one
-/// `push`; only after a full ring does it wait (the out-of-line [`burst_wait_slow`]), with
+/// `push`; only after a full ring does it wait (the out-of-line [`wait_after_miss`]), with
 /// the Acquire check (`gone`) before each poll. An Acquire load on every burst would make
 /// the compiler reload the ring end's fields after it (0.86-0.90x of polling at bursts of
 /// 32, against 0.97-1.09x this way).
@@ -738,68 +738,44 @@ pub(crate) fn push_burst_or_wait<H>(
         return Err(WaitError::Disconnected);
     }
     match push(h) {
-        0 => burst_wait_slow(
-            h,
-            strategy,
-            timeout,
-            |h| {
-                if gone(h) {
-                    return Step::Closed;
-                }
-                match push(h) {
-                    0 => Step::Pending,
-                    n => Step::Ready(n),
-                }
-            },
-            ready,
-            sleepers,
-        ),
+        0 => push_burst_wait_slow(h, strategy, timeout, gone, push, ready, sleepers),
         n => Ok(n),
     }
 }
 
-/// The body of both rings' `pop_burst_wait`: `take` (the ring's burst pop) inline, and the
-/// wait ([`burst_wait_slow`]) only after it found nothing.
+/// [`push_burst_or_wait`] after a full ring: out of line and cold, so that the fast path
+/// compiles into the caller's loop without it.
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub(crate) fn pop_burst_or_wait<H>(
+#[cold]
+#[inline(never)]
+fn push_burst_wait_slow<H>(
     h: &mut H,
     strategy: impl Fn(&H) -> WaitStrategy,
     timeout: Duration,
     gone: impl Fn(&H) -> bool,
-    mut take: impl FnMut(&mut H) -> usize,
+    mut push: impl FnMut(&mut H) -> usize,
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
 ) -> Result<usize, WaitError> {
-    match take(h) {
-        0 => burst_wait_slow(
-            h,
-            strategy,
-            timeout,
-            |h| poll_items(h, &mut take, &gone),
-            ready,
-            sleepers,
-        ),
-        n => Ok(n),
-    }
-}
-
-/// The wait of [`push_burst_or_wait`] (after a full ring) and [`pop_burst_or_wait`]
-/// (after an empty one), polling with `poll`: out of line and cold, so that the fast paths
-/// compile into the caller's loop without it. The strategy is read here, not on the fast
-/// path: copying it out of the handle before every burst cost 4 instructions.
-#[cold]
-#[inline(never)]
-fn burst_wait_slow<H>(
-    h: &mut H,
-    strategy: impl Fn(&H) -> WaitStrategy,
-    timeout: Duration,
-    poll: impl FnMut(&mut H) -> Step<usize>,
-    ready: impl Fn(&H) -> bool,
-    sleepers: impl Fn(&H) -> &Sleepers,
-) -> Result<usize, WaitError> {
+    // Read here, not on the fast path: copying the strategy out of the handle before the
+    // first push cost 4 instructions per burst.
     let strategy = strategy(h);
-    wait_after_miss(h, strategy, timeout, poll, ready, sleepers)
+    wait_after_miss(
+        h,
+        strategy,
+        timeout,
+        |h| {
+            if gone(h) {
+                return Step::Closed;
+            }
+            match push(h) {
+                0 => Step::Pending,
+                n => Step::Ready(n),
+            }
+        },
+        ready,
+        sleepers,
+    )
 }
 
 /// One poll of a wait for items that takes (or counts) them with `take`, for the burst

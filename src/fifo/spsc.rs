@@ -1620,12 +1620,27 @@ impl<T> Consumer<T, Wait> {
         if max == 0 {
             return Ok(0);
         }
-        wait::pop_burst_or_wait(
+        // The fast path is `pop_burst_into`; the wait (and its copy of the strategy) only
+        // after it found nothing, out of line.
+        match self.pop_burst_into(out, max) {
+            0 => self.pop_burst_wait_slow(out, max, timeout),
+            n => Ok(n),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pop_burst_wait_slow(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        wait::wait_after_miss(
             self,
-            |c| c.strategy,
+            self.strategy,
             timeout,
-            Consumer::is_abandoned,
-            |c| c.pop_burst_into(out, max),
+            |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
             |c| &c.shared.items,
         )
