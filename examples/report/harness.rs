@@ -13,7 +13,6 @@ use crossbeam_utils::CachePadded;
 pub const CPU_A: usize = 0;
 pub const CPU_B: usize = 1;
 
-/// Pins the calling thread, warning once on stderr if the OS refuses.
 /// The time-stamp counter (0 off x86_64).
 #[inline]
 pub fn tsc() -> u64 {
@@ -38,7 +37,23 @@ pub fn tsc_per_ns() -> f64 {
     })
 }
 
+/// Pins the calling thread to the report's CPU number `cpu`: CPU `cpu` itself, or with
+/// `REPORT_CPUS=a,b,c,...` set, the `cpu`-th CPU of that list (so that a machine whose
+/// CPUs 0 and 1 are hyper-thread siblings can put the pairs on separate cores). Warns once
+/// on stderr if the OS refuses.
 pub fn pin(cpu: usize) {
+    static MAP: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    let map = MAP.get_or_init(|| {
+        std::env::var("REPORT_CPUS")
+            .ok()
+            .and_then(|l| l.split(',').map(|c| c.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    });
+    let cpu = if map.is_empty() {
+        cpu
+    } else {
+        map[cpu % map.len()]
+    };
     if let Err(e) = flowline::topology::pin_current_thread(cpu) {
         static WARNED: AtomicBool = AtomicBool::new(false);
         if !WARNED.swap(true, Ordering::Relaxed) {

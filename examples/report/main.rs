@@ -23,6 +23,7 @@ mod frames;
 mod harness;
 mod lock;
 mod mpsc;
+mod scale;
 mod spsc;
 mod wait;
 
@@ -30,6 +31,7 @@ fn main() {
     let mut filters = Vec::new();
     let mut reps = 5;
     let mut quick = false;
+    let mut threads = scale::default_threads();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -44,8 +46,21 @@ fn main() {
                         std::process::exit(2)
                     })
             }
+            "--threads" => {
+                threads = args
+                    .next()
+                    .and_then(|l| {
+                        l.split(',')
+                            .map(|n| n.trim().parse::<usize>().ok().filter(|&n| n >= 2))
+                            .collect::<Option<Vec<usize>>>()
+                    })
+                    .unwrap_or_else(|| {
+                        eprintln!("--threads takes a list of counts of 2 or more, as 2,4,8,15");
+                        std::process::exit(2)
+                    })
+            }
             "-h" | "--help" => {
-                println!("usage: report [--quick] [--reps N] [FILTER...]");
+                println!("usage: report [--quick] [--reps N] [--threads 2,4,..] [FILTER...]");
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32 spsc_pingpong");
@@ -60,6 +75,11 @@ fn main() {
                 );
                 println!(
                     "           wait_async_wake_latency wait_async_pingpong_current wait_async_pingpong_multi"
+                );
+                println!("           scale_counter_{{T}}t scale_pktgen_{{T}}t scale_cell_{{T}}t scale_cell_readers_{{T}}t");
+                println!("           scale_mpsc_{{T}}t scale_dist_{{T}}t scale_dist_work_{{T}}t scale_2nodes_work_{{T}}t");
+                println!(
+                    "           (T from --threads; default: those of 2,4,8,15 that the CPUs hold)"
                 );
                 return;
             }
@@ -81,5 +101,6 @@ fn main() {
     dist::run(&mut r);
     lock::run_all(&mut r);
     wait::run(&mut r);
+    scale::run(&mut r, &threads);
     r.print_table();
 }
