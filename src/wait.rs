@@ -498,39 +498,44 @@ impl Sleepers {
     #[cold]
     #[inline(never)]
     fn wake_all(&self) {
-        // Taking the mutex waits out a sleeper between its re-check and its wait.
+        // Taking the mutex waits out a sleeper between its re-check and its wait: once it
+        // is released, every sleeper either waits on the condvar already or re-checks
+        // after this publication, which it then sees.
         #[cfg_attr(not(feature = "async"), allow(unused_mut))]
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // Each registration is consumed by this wake (its task registers again if it still
+        // has to wait).
+        #[cfg(feature = "async")]
+        let tasks = core::mem::take(&mut g.list);
+        #[cfg(feature = "async")]
+        if !tasks.is_empty() {
+            // Relaxed: as the thread sleepers' own decrement.
+            self.waiting
+                .fetch_sub(tasks.len() as u32, Ordering::Relaxed);
+        }
+        drop(g);
+        // Notified after the mutex is released, so a woken sleeper does not find it still
+        // held by this thread (and block on it once more) when it takes it back.
         self.cv.notify_all();
         #[cfg(feature = "async")]
-        {
-            // Each registration is consumed by this wake (its task registers again if it
-            // still has to wait). The wakers run after the mutex is released: a waker may
-            // poll its task inline, and the poll takes this mutex.
-            let tasks = core::mem::take(&mut g.list);
-            if !tasks.is_empty() {
-                // Relaxed: as the thread sleepers' own decrement.
-                self.waiting
-                    .fetch_sub(tasks.len() as u32, Ordering::Relaxed);
-                drop(g);
-                /// Wakes the tasks not woken yet when one waker panics (the panic then
-                /// goes on; every registration consumed here is still woken).
-                struct WakeRest(std::vec::IntoIter<(u64, core::task::Waker)>);
-                impl Drop for WakeRest {
-                    fn drop(&mut self) {
-                        for (_, waker) in self.0.by_ref() {
-                            waker.wake();
-                        }
+        if !tasks.is_empty() {
+            // The wakers run after the mutex is released: a waker may poll its task
+            // inline, and the poll takes this mutex.
+            /// Wakes the tasks not woken yet when one waker panics (the panic then goes
+            /// on; every registration consumed here is still woken).
+            struct WakeRest(std::vec::IntoIter<(u64, core::task::Waker)>);
+            impl Drop for WakeRest {
+                fn drop(&mut self) {
+                    for (_, waker) in self.0.by_ref() {
+                        waker.wake();
                     }
                 }
-                let mut rest = WakeRest(tasks.into_iter());
-                for (_, waker) in rest.0.by_ref() {
-                    waker.wake();
-                }
+            }
+            let mut rest = WakeRest(tasks.into_iter());
+            for (_, waker) in rest.0.by_ref() {
+                waker.wake();
             }
         }
-        #[cfg(not(feature = "async"))]
-        drop(g);
     }
 
     /// Registers an async task to be woken by the next publication in this direction, or
