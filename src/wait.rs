@@ -20,13 +20,15 @@
 //!
 //! # No lost wake-ups
 //!
-//! The sleeper announces itself (increments the count), runs a *heavy barrier*, re-checks
-//! the ring, and only then waits on a condition variable, holding the mutex from the
-//! announcement to the wait. The publisher stores its index, runs the light barrier, then
-//! loads the count. The two barriers order each side's store before its load (the
-//! store-load case that plain release / acquire does not cover): either the publisher sees
-//! the announcement and notifies (it takes the mutex, so it cannot notify between the
-//! sleeper's re-check and its wait), or the sleeper's re-check sees the new index.
+//! The sleeper announces itself (increments the count), runs a *heavy barrier*, takes the
+//! mutex, re-checks the ring, and only then waits on a condition variable, holding the
+//! mutex from the re-check to the wait. The publisher stores its index, runs the light
+//! barrier, then loads the count. The two barriers order each side's store before its load
+//! (the store-load case that plain release / acquire does not cover): either the publisher
+//! sees the announcement and wakes the sleeper, or the sleeper's re-check sees the new
+//! index. The wake takes and releases the mutex, then notifies: that lock either comes
+//! before the sleeper's re-check, which then sees the index, or after the sleeper entered
+//! its wait, which the notify then ends.
 //!
 //! On Linux the barriers are asymmetric: the light one only keeps the compiler from
 //! moving the load before the store (on x86_64 the load is an `asm!` block that may read

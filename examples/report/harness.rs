@@ -37,18 +37,33 @@ pub fn tsc_per_ns() -> f64 {
     })
 }
 
+/// The CPU list of `REPORT_CPUS=a,b,c,...` (empty entries skipped), or empty when it is not
+/// set. Exits with a message on an entry that is not a CPU number.
+pub fn cpu_map() -> &'static [usize] {
+    static MAP: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| {
+        let Ok(list) = std::env::var("REPORT_CPUS") else {
+            return Vec::new();
+        };
+        list.split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                c.parse().unwrap_or_else(|_| {
+                    eprintln!("REPORT_CPUS={list}: {c:?} is not a CPU number");
+                    std::process::exit(2)
+                })
+            })
+            .collect()
+    })
+}
+
 /// Pins the calling thread to the report's CPU number `cpu`: CPU `cpu` itself, or with
 /// `REPORT_CPUS=a,b,c,...` set, the `cpu`-th CPU of that list (so that a machine whose
-/// CPUs 0 and 1 are hyper-thread siblings can put the pairs on separate cores). Warns once
-/// on stderr if the OS refuses.
+/// CPUs 0 and 1 are hyper-thread siblings can put the pairs on separate cores), wrapping
+/// around the list. Warns once on stderr if the OS refuses.
 pub fn pin(cpu: usize) {
-    static MAP: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
-    let map = MAP.get_or_init(|| {
-        std::env::var("REPORT_CPUS")
-            .ok()
-            .and_then(|l| l.split(',').map(|c| c.trim().parse().ok()).collect())
-            .unwrap_or_default()
-    });
+    let map = cpu_map();
     let cpu = if map.is_empty() {
         cpu
     } else {

@@ -19,9 +19,10 @@
 //! - `scale_dist_work_{T}t`: the same with `WORK_ROUNDS` rounds of xorshift per packet in
 //!   the workers (measured alone first); second figure: the share of T-1 workers' ideal
 //!   rate reached.
-//! - `scale_2nodes_work_{T}t` (T >= 4, even): the multi-node layout, 2 nodes of (T-2)/2
-//!   workers each (node distributors on CPUs 0 and 1), packets entering at both nodes,
-//!   against one distributor with T-1 workers, same work per packet. The nodes are
+//! - `scale_2nodes_work_{T'}t` (T >= 4; T' is T rounded down to even, the threads it
+//!   uses): the multi-node layout, 2 nodes of (T-2)/2 workers each (node distributors on
+//!   CPUs 0 and 1), packets entering at both nodes, against one distributor with T'-1
+//!   workers, same work per packet. The nodes are
 //!   declared, not read from the machine: on a one-socket machine this shows what the
 //!   second distributor thread buys, not a socket link.
 
@@ -36,7 +37,7 @@ use flowline::counter::ShardedCounter;
 use flowline::distributor::nodes::{self, NodesConfig};
 use flowline::distributor::{self, Config};
 
-use crate::harness::{pin, Impl, Metric, Report};
+use crate::harness::{cpu_map, pin, Impl, Metric, Report};
 
 /// How long each repetition runs, in ms: 200, or 20 with `--quick` (set by `run`).
 static DURATION_MS: AtomicU64 = AtomicU64::new(200);
@@ -58,10 +59,43 @@ pub fn default_threads() -> Vec<usize> {
     [2, 4, 8, 15].into_iter().filter(|&t| t <= cpus).collect()
 }
 
-/// Pins thread `i` to CPU `i` (modulo the CPUs, for counts above them).
+/// The CPUs threads are spread over: `REPORT_CPUS`'s list if set, else the machine's.
+fn cpus() -> usize {
+    match cpu_map().len() {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Pins thread `i` to the report's CPU `i` (modulo [`cpus`], for counts above them).
 fn pin_thread(i: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    pin(i % cpus);
+    pin(i % cpus());
+}
+
+/// Set by a thread of a scenario that panics (through [`AbortOnPanic`]); the loops that
+/// wait on other threads check it and give up, so a failed check fails the run instead
+/// of hanging it.
+static ABORT: AtomicBool = AtomicBool::new(false);
+
+/// Raises [`ABORT`] if dropped while its thread panics.
+struct AbortOnPanic;
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Relaxed: only ends other threads' loops; the panic itself travels by `join`.
+            ABORT.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Panics if another thread of the scenario panicked (see [`ABORT`]).
+#[inline]
+fn check_abort() {
+    // Relaxed: see `AbortOnPanic`.
+    if ABORT.load(Ordering::Relaxed) {
+        panic!("another thread of this scenario panicked");
+    }
 }
 
 /// Runs `body(i, stop)` on `t` pinned threads started together, raises `stop` after
@@ -75,6 +109,7 @@ fn timed<R: Send>(t: usize, body: impl Fn(usize, &AtomicBool) -> R + Sync) -> Ve
             .map(|i| {
                 let (body, stop, start) = (&body, &stop, &start);
                 s.spawn(move || {
+                    let _guard = AbortOnPanic;
                     pin_thread(i);
                     start.wait();
                     let t0 = Instant::now();
@@ -252,6 +287,7 @@ where
                     if all_done {
                         break;
                     }
+                    check_abort();
                     std::hint::spin_loop();
                 }
             }
@@ -270,6 +306,7 @@ where
                 while sent < 8 {
                     let s = prod(&buf[sent..]);
                     if s == 0 {
+                        check_abort();
                         std::hint::spin_loop();
                     }
                     sent += s;
@@ -314,6 +351,7 @@ fn work_ns(rounds: u32) -> f64 {
 /// A worker thread's loop: bursts of up to 32, `rounds` of work per packet, every packet
 /// returned; ends when its distributor is gone.
 fn worker_loop(mut w: distributor::Worker<u64>, rounds: u32) {
+    let _guard = AbortOnPanic;
     let mut b = Vec::with_capacity(32);
     while let Ok(k) = w.recv_burst(&mut b, 32) {
         if k > 0 {
@@ -349,6 +387,7 @@ fn dist(t: usize, rounds: u32) -> f64 {
             });
         }
         let h = s.spawn(|| {
+            let _guard = AbortOnPanic;
             pin_thread(0);
             start.wait();
             let t0 = Instant::now();
@@ -368,6 +407,9 @@ fn dist(t: usize, rounds: u32) -> f64 {
                     d.distribute(&mut input).unwrap();
                 }
                 d.collect(&mut out);
+                if out.is_empty() {
+                    check_abort();
+                }
                 back += out.len() as u64;
                 for &p in &out {
                     sum = sum.wrapping_add(p);
@@ -421,6 +463,7 @@ fn two_nodes(wpn: usize, rounds: u32) -> f64 {
             }
             let (start, entered, ended, collected) = (&start, &entered, &ended, &collected);
             hs.push(s.spawn(move || {
+                let _guard = AbortOnPanic;
                 pin_thread(id);
                 start.wait();
                 let t0 = Instant::now();
@@ -443,6 +486,9 @@ fn two_nodes(wpn: usize, rounds: u32) -> f64 {
                     }
                     node.distribute(&mut input).unwrap();
                     let k = node.collect(&mut out) as u64;
+                    if k == 0 {
+                        check_abort();
+                    }
                     unpublished += k;
                     for &p in &out {
                         sum_out = sum_out.wrapping_add(p);
@@ -491,6 +537,8 @@ fn rate(unit: &'static str) -> Metric {
 pub fn run(r: &mut Report, threads: &[usize]) {
     // Relaxed: no scenario thread runs yet.
     DURATION_MS.store(if r.quick { 20 } else { 200 }, Ordering::Relaxed);
+    // The 2-node scenario's thread counts run so far (T rounded down to even).
+    let mut nodes_done = Vec::new();
     for &t in threads {
         let kinds = [
             ("flowline_handle", Count::Handle),
@@ -689,9 +737,10 @@ pub fn run(r: &mut Report, threads: &[usize]) {
             );
         }
 
-        if t >= 4 {
-            let wpn = (t - 2) / 2;
-            let used = 2 + 2 * wpn;
+        let wpn = t.saturating_sub(2) / 2;
+        let used = 2 + 2 * wpn;
+        if wpn >= 1 && !nodes_done.contains(&used) {
+            nodes_done.push(used);
             let impls: Vec<Impl> = vec![
                 (
                     "flowline_2nodes",
