@@ -118,7 +118,13 @@ pub fn run(r: &mut Report) {
             ("flowline", Box::new(move || vec![flowline(n, burst)])),
             (
                 "flowline_spsc",
-                Box::new(move || vec![spsc::flowline(n, burst, false)]),
+                Box::new(move || {
+                    vec![spsc::flowline(
+                        n,
+                        burst,
+                        flowline::fifo::spsc::PolitePolling::default(),
+                    )]
+                }),
             ),
             (
                 "crossbeam",

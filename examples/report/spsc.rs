@@ -13,8 +13,10 @@
 //! `spsc_pingpong` is the one-item round trip over two rings (lower is better).
 //! `spsc_paced40ns_latency` and `spsc_paced100ns_latency`: the producer pushes one item
 //! every 40 (100) ns, stamped with the TSC, and the consumer's p50 and p99 of push-to-pop
-//! time (lower is better), for `fifo::spsc` without and with polite polling
-//! (`flowline_polite`) and rtrb.
+//! time (lower is better), for `fifo::spsc` by default and with polite polling on for
+//! every read (`flowline_polite`), and rtrb. At bursts of 8 and 32, `flowline` is the
+//! ring's default (polite polling for reads of 256 bytes or more: bursts of 32 `u64`s,
+//! not of 8), `flowline_polite` pauses every read and `flowline_off` none.
 //! `flowline_niche` is the index-free ring (`fifo::niche`, `NonZeroU64` items: item `v`
 //! travels as `v + 1`) in the same scenarios, single `push`/`pop` at burst 1 and its
 //! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
@@ -28,6 +30,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+use flowline::fifo::spsc::PolitePolling;
 
 use crate::harness::{pair, tsc, tsc_per_ns, Impl, Metric, Report};
 
@@ -82,10 +85,11 @@ where
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-/// `fifo::spsc` at `burst`, with polite polling on or off (off is the ring's default).
-pub fn flowline(n: u64, burst: usize, polite: bool) -> f64 {
+/// `fifo::spsc` at `burst`, with polite polling in `mode` (the ring's default:
+/// `LargeReads`, which pauses reads of 32 `u64`s and not those of 8).
+pub fn flowline(n: u64, burst: usize, mode: PolitePolling) -> f64 {
     let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
-    rx.set_polite_polling(polite);
+    rx.set_polite(mode);
     if burst == 1 {
         measure(
             n,
@@ -200,9 +204,13 @@ pub fn single<P: Send, C: Send>(
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
+/// Single items; `polite`: polite polling on for every read (else the default, under which
+/// single pops of `u64`s never pause).
 pub fn flowline_single(n: u64, placement: Placement, polite: bool) -> f64 {
     let (tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
-    rx.set_polite_polling(polite);
+    if polite {
+        rx.set_polite(PolitePolling::On);
+    }
     single(n, tx, rx, placement, |t, v| t.push(v).is_ok(), |r| r.pop())
 }
 
@@ -597,11 +605,15 @@ pub fn run(r: &mut Report) {
             vec![
                 (
                     "flowline",
-                    Box::new(move || vec![flowline(n, burst, false)]),
+                    Box::new(move || vec![flowline(n, burst, PolitePolling::LargeReads)]),
                 ),
                 (
                     "flowline_polite",
-                    Box::new(move || vec![flowline(n, burst, true)]),
+                    Box::new(move || vec![flowline(n, burst, PolitePolling::On)]),
+                ),
+                (
+                    "flowline_off",
+                    Box::new(move || vec![flowline(n, burst, PolitePolling::Off)]),
                 ),
                 ("rtrb", Box::new(move || vec![rtrb(n, burst)])),
                 ("flowline_niche", Box::new(move || vec![niche(n, burst)])),
@@ -628,6 +640,7 @@ pub fn run(r: &mut Report) {
             vec![
                 ("flowline", "rtrb"),
                 ("flowline", "flowline_polite"),
+                ("flowline", "flowline_off"),
                 ("flowline_niche", "rtrb"),
                 ("flowline", "crossbeam"),
                 ("flowline", "std"),
@@ -719,7 +732,7 @@ pub fn run(r: &mut Report) {
                     "flowline_polite",
                     Box::new(move || {
                         let (tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
-                        rx.set_polite_polling(true);
+                        rx.set_polite(PolitePolling::On);
                         paced_latency(n, g, tx, rx, |t, v| t.push(v).is_ok(), |r| r.pop())
                     }),
                 ),

@@ -53,7 +53,55 @@ pub(crate) const MIN_HOLD: u16 = 2;
 /// The largest `hold`: after waits that never pay off, at most one read in this many waits.
 pub(crate) const MAX_HOLD: u16 = 4096;
 
-/// `hold` of a consumer that never waits (`Consumer::set_polite_polling(false)`).
+/// Bytes of items a read must ask for to wait politely under
+/// [`PolitePolling::LargeReads`] (the default): 4 lines of 64 bytes. A read that asks for
+/// less moves a line or two per transfer of the index line anyway, and a wait (about 300 ns
+/// on this project's test machine) then costs more than the transfer it saves.
+pub(crate) const LARGE_READ_BYTES: usize = 256;
+
+/// Which reads of a [`spsc`](super::spsc) consumer may wait politely before reading the
+/// producer's index again (see "Polite polling" in the [`spsc`](super::spsc) module docs).
+///
+/// ```
+/// use flowline::fifo::spsc::{self, PolitePolling};
+/// let (_tx, mut rx) = spsc::channel::<u64>(64).unwrap();
+/// assert_eq!(rx.polite(), PolitePolling::LargeReads); // the default
+/// rx.set_polite(PolitePolling::Off);
+/// assert_eq!(rx.polite(), PolitePolling::Off);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PolitePolling {
+    /// No read waits: every call that finds its cached view used up reads the producer's
+    /// index at once.
+    Off,
+    /// Reads that ask for at least 256 bytes of items (32 `u64`s, 4 packets of 64 bytes;
+    /// one item if it is that large) may wait; single pops and small bursts of small items
+    /// never do. The default.
+    #[default]
+    LargeReads,
+    /// Every read may wait, single pops included.
+    On,
+}
+
+impl PolitePolling {
+    /// The fewest items a read must ask for to wait, for items of `item_bytes` bytes.
+    pub(crate) const fn min_want(self, item_bytes: usize) -> usize {
+        match self {
+            PolitePolling::Off => usize::MAX,
+            PolitePolling::On => 1,
+            PolitePolling::LargeReads => {
+                if item_bytes == 0 {
+                    // Zero-sized items move no lines at all: never wait.
+                    usize::MAX
+                } else {
+                    LARGE_READ_BYTES.div_ceil(item_bytes)
+                }
+            }
+        }
+    }
+}
+
+/// `hold` of a consumer that never waits ([`PolitePolling::Off`]).
 const OFF: u16 = u16::MAX;
 
 /// One consumer's polite-polling state (see the [module docs](self)).
@@ -72,18 +120,6 @@ pub(crate) struct Polite {
 }
 
 impl Polite {
-    /// The state of a consumer that never waits: the default of the rings (see "Polite
-    /// polling" in `fifo::spsc`), until `Consumer::set_polite_polling(true)`.
-    pub(crate) const fn off() -> Self {
-        Polite {
-            streak: 0,
-            hold: OFF,
-            last: 0,
-            #[cfg(test)]
-            waits: 0,
-        }
-    }
-
     /// The state of a consumer that has just turned polite polling on.
     pub(crate) const fn new() -> Self {
         Polite {
@@ -174,6 +210,20 @@ mod tests {
             p.observe(g, w, true);
         }
         n
+    }
+
+    #[test]
+    fn large_reads_are_counted_in_bytes() {
+        let large = PolitePolling::LargeReads;
+        assert_eq!(large.min_want(8), 32);
+        assert_eq!(large.min_want(64), 4);
+        assert_eq!(large.min_want(100), 3);
+        assert_eq!(large.min_want(256), 1);
+        assert_eq!(large.min_want(4096), 1);
+        assert_eq!(large.min_want(0), usize::MAX, "zero-sized items never wait");
+        assert_eq!(PolitePolling::On.min_want(8), 1);
+        assert_eq!(PolitePolling::Off.min_want(8), usize::MAX);
+        assert_eq!(PolitePolling::default(), large);
     }
 
     #[test]

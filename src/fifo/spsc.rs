@@ -61,29 +61,40 @@
 //!
 //! # Polite polling
 //!
-//! Off by default; [`Consumer::set_polite_polling`] turns it on. A consumer that trails a
-//! streaming producer closely finds a few new items each time it reads the producer's
-//! index, and each read takes the index line away from the producer, which rewrites it on
-//! every publication. With polite polling on, a consumer whose last reads of the index each
-//! found new items, and which has nothing left to take, first waits 16 spin-loop hints
-//! (about 300 ns on this project's test machine, whose `pause` takes about 20 ns; the
-//! length of a `pause` varies by CPU) before it reads the index again, so that one transfer
-//! of the line brings a batch.
+//! By default only for reads that ask for at least 256 bytes of items
+//! ([`PolitePolling::LargeReads`]: 32 `u64`s, 4 packets of 64 bytes); [`Consumer::set_polite`]
+//! turns it off or on for every read. A consumer that trails a streaming producer closely
+//! finds a few new items each time it reads the producer's index, and each read takes the
+//! index line away from the producer, which rewrites it on every publication. With polite
+//! polling, a consumer whose last reads of the index each found new items, and which has
+//! nothing left to take, first waits 16 spin-loop hints (about 300 ns on this project's
+//! test machine, whose `pause` takes about 20 ns; the length of a `pause` varies by CPU)
+//! before it reads the index again, so that one transfer of the line brings a batch.
 //!
-//! **Why it is off by default.** Measured on this project's 2-vCPU test machine (AMD EPYC,
-//! 4 runs of `report -- spsc_r1024 spsc_paced40`, cores 130-330 ns apart, 2026-12-04; the
-//! `pratio` of the ring without the pause to the ring with it): bursts of 8 (read chunks)
-//! 1.08-1.46x, bursts of 32 1.09-1.15x near and 0.75x in the one run with the cores far
-//! apart, single pops 0.75-0.94x with the handles on the threads' stacks and 0.83-1.05x
-//! boxed, and the median push-to-pop time at one item every 40 ns 1.8-5.8x shorter. In a
-//! copy of the chunk loops instrumented on both rings, the producer, never held up by a
-//! full ring, published 30-40% slower at bursts of 8 while the consumer paused and then
-//! read the ~190 items each pause let pile up. The rule that keeps the pause going (a
-//! paused read that finds more items than an unpaused one) cannot see such a loss: a
-//! longer wait always finds more. Since single pops release in groups of 16 instead of 128
-//! ([`MAX_RELEASE_BATCH`]), they too ran faster without it: 0.98-1.44x (stack) and
-//! 1.01-1.22x (boxed), 3 runs of `report -- spsc_r1024_burst1`. Turn it on only where your
-//! own measurement shows a gain and the latency is affordable.
+//! **Why large reads only.** Measured on this project's 2-vCPU test machine (AMD EPYC):
+//! - Bursts of 32 `u64`s, the chunk loops of `report -- spsc_r1024_burst32` in a
+//!   direct-call harness, 2026-12-04, 122 rows alternating with rtrb 0.4:
+//!   - with the cores far apart (10 rows, ~330 ns round trip): 230 Mitems/s with the pause
+//!     against 158 without (rtrb 210);
+//!   - near (112 rows): 873 against 872 (rtrb 907).
+//! - Bursts of 8, single pops and latency (4 runs of `report -- spsc_r1024 spsc_paced40`,
+//!   the ring without the pause against the ring with it):
+//!   - bursts of 8: 1.08-1.46x faster without it;
+//!   - single pops: 0.75-0.94x with the handles on the threads' stacks and 0.83-1.05x
+//!     boxed, and once single pops released in groups of 16 ([`MAX_RELEASE_BATCH`]),
+//!     0.98-1.44x and 1.01-1.22x faster without it;
+//!   - the median push-to-pop time at one item every 40 ns: 1.8-5.8x shorter without it.
+//! - In a copy of the chunk loops instrumented on both rings, the producer (never held up
+//!   by a full ring) published 30-40% slower at bursts of 8 while the consumer paused, then
+//!   read the ~190 items each pause let pile up. The rule that keeps the pause going (a
+//!   paused read that finds more items than an unpaused one) cannot see such a loss: a
+//!   longer wait always finds more.
+//!
+//! A read that asks for a line's worth or two gains little from a batch and pays the
+//! pause in full; one that asks for four lines or more gets them in one transfer of the
+//! index line. Turn it [`On`](PolitePolling::On) for small reads only where your own
+//! measurement shows a gain and the latency is affordable, and
+//! [`Off`](PolitePolling::Off) where a consumer polls many rings in turn.
 //!
 //! What it never changes: a pop or burst that finds the cached view used up always reads
 //! the index before it reports the ring empty, so nothing that is in the ring is missed
@@ -102,8 +113,9 @@
 //! slower than the consumer, makes pauses rare: 11 in the first 4105 reads, then one in
 //! 4097. **Known gap:** batches of varying size from the consumer's own thread
 //! (alternating 8 and 16, say) make some pauses look paid off (a 16 after an 8). Single
-//! pops, bursts, bulk pops and read chunks all pause alike, and only with the cached view
-//! used up; [`wait_for_items`](Consumer::wait_for_items) never pauses. It is the
+//! pops, bursts, bulk pops and read chunks all pause alike when the mode lets them (the
+//! size a read asks for, not what it finds, decides), and only with the cached view used
+//! up; [`wait_for_items`](Consumer::wait_for_items) never pauses. It is the
 //! consumer's own state: no shared write, nothing in the ring's protocol changes.
 //!
 //! # Example
@@ -138,6 +150,7 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
+pub use super::polite::PolitePolling;
 use super::polite::{self, Polite};
 #[cfg(feature = "std")]
 use super::Wait;
@@ -313,7 +326,9 @@ pub fn build<T, W: WaitMode>(
         head: start,
         cached_tail: start,
         released: start,
-        polite: Polite::off(),
+        polite: Polite::new(),
+        polite_mode: PolitePolling::default(),
+        polite_min: PolitePolling::default().min_want(core::mem::size_of::<T>()),
         release_batch,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
@@ -446,6 +461,11 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     release_batch: usize,
     /// When a read of `tail` waits first (see "Polite polling").
     polite: Polite,
+    /// Which reads may wait politely.
+    polite_mode: PolitePolling,
+    /// The fewest items a read must ask for to wait politely: `polite_mode`'s
+    /// [`PolitePolling::min_want`] (`usize::MAX` when off).
+    polite_min: usize,
     /// How `pop_wait` waits.
     #[cfg(feature = "std")]
     strategy: WaitStrategy,
@@ -1110,7 +1130,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.release_pending();
         // Nothing left to take: if this end trails a streaming producer, let it publish
         // more before this read moves its index line (see "Polite polling").
-        let waited = may_wait && avail == 0 && self.polite.should_wait();
+        let waited = may_wait && avail == 0 && want >= self.polite_min && self.polite.should_wait();
         if waited {
             polite::wait();
         }
@@ -1422,28 +1442,57 @@ impl<T, W: WaitMode> Consumer<T, W> {
         true
     }
 
-    /// Turns polite polling on or off (off is the default): whether a read of the
-    /// producer's index, by this end with nothing left to take, may first wait a moment
-    /// while this end trails a streaming producer (see "Polite polling" in the
-    /// [module docs](self) for when that pays and when it costs). Off, every call that
-    /// finds its cached view used up reads the producer's index at once.
+    /// Chooses which reads of the producer's index, by this end with nothing left to take,
+    /// may first wait a moment while this end trails a streaming producer (see "Polite
+    /// polling" in the [module docs](self) for when that pays and when it costs). The
+    /// default, [`PolitePolling::LargeReads`], lets only reads that ask for at least 256
+    /// bytes of items wait; [`PolitePolling::Off`] never waits.
     ///
     /// ```
-    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(64).unwrap();
-    /// assert!(!rx.polite_polling());
-    /// rx.set_polite_polling(true);
+    /// use flowline::fifo::spsc::{self, PolitePolling};
+    /// let (mut tx, mut rx) = spsc::channel::<u32>(64).unwrap();
+    /// rx.set_polite(PolitePolling::On);
     /// tx.push(1).unwrap();
     /// assert_eq!(rx.pop(), Some(1)); // a pause never hides an item that is there
-    /// assert!(rx.polite_polling());
+    /// assert_eq!(rx.polite(), PolitePolling::On);
     /// ```
-    pub fn set_polite_polling(&mut self, on: bool) {
-        self.polite.set_enabled(on);
+    pub fn set_polite(&mut self, mode: PolitePolling) {
+        self.polite.set_enabled(mode != PolitePolling::Off);
+        self.polite_mode = mode;
+        self.polite_min = mode.min_want(core::mem::size_of::<T>());
     }
 
-    /// Whether polite polling is on ([`set_polite_polling`](Self::set_polite_polling)).
+    /// Which reads may wait politely ([`set_polite`](Self::set_polite)).
     ///
     /// ```
-    /// assert!(!flowline::fifo::spsc::channel::<u8>(8).unwrap().1.polite_polling());
+    /// use flowline::fifo::spsc::{self, PolitePolling};
+    /// assert_eq!(spsc::channel::<u8>(8).unwrap().1.polite(), PolitePolling::LargeReads);
+    /// ```
+    pub fn polite(&self) -> PolitePolling {
+        self.polite_mode
+    }
+
+    /// [`set_polite`](Self::set_polite) with [`PolitePolling::On`] (`true`: every read may
+    /// wait, single pops included) or [`PolitePolling::Off`] (`false`).
+    ///
+    /// ```
+    /// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u32>(64).unwrap();
+    /// assert!(rx.polite_polling()); // large reads may wait by default
+    /// rx.set_polite_polling(false);
+    /// assert!(!rx.polite_polling());
+    /// ```
+    pub fn set_polite_polling(&mut self, on: bool) {
+        self.set_polite(if on {
+            PolitePolling::On
+        } else {
+            PolitePolling::Off
+        });
+    }
+
+    /// Whether any read may wait politely (the mode is not [`PolitePolling::Off`]).
+    ///
+    /// ```
+    /// assert!(flowline::fifo::spsc::channel::<u8>(8).unwrap().1.polite_polling());
     /// ```
     pub fn polite_polling(&self) -> bool {
         self.polite.enabled()
@@ -2033,13 +2082,15 @@ mod tests {
                         assert_eq!(rx.pop(), Some(next + i));
                     }
                 }
-                Drain::RefreshThenBurst | Drain::BurstInto => {
+                Drain::RefreshThenBurst | Drain::BurstInto | Drain::SmallBurstInto => {
                     if how == Drain::RefreshThenBurst {
                         assert_eq!(rx.refresh(), k as usize);
                     }
-                    // More room than items: one read of the index, not two.
+                    // More room than items: one read of the index, not two. A small burst
+                    // asks for 16 items (128 bytes), the others for 64 (512 bytes).
+                    let max = if how == Drain::SmallBurstInto { 16 } else { 64 };
                     let mut v = Vec::new();
-                    assert_eq!(rx.pop_burst_into(&mut v, 64), k as usize);
+                    assert_eq!(rx.pop_burst_into(&mut v, max), k as usize);
                     assert_eq!(v, (next..next + k).collect::<Vec<_>>());
                 }
             }
@@ -2056,12 +2107,14 @@ mod tests {
     enum Drain {
         Pops,
         BurstInto,
+        SmallBurstInto,
         RefreshThenBurst,
     }
 
     /// A consumer trailing a producer pauses before each read with nothing left, whether
-    /// it pops or bursts; with polite polling off, or through `refresh` (the
-    /// distributor's, which polls many rings in turn), it never does.
+    /// it pops or bursts; by default only reads that ask for 256 bytes or more pause; with
+    /// polite polling off, or through `refresh` (the distributor's, which polls many rings
+    /// in turn), none does.
     #[test]
     fn polite_pauses_happen_only_where_allowed() {
         // Each case on a fresh ring: a trail ends with a read that pauses and finds
@@ -2079,10 +2132,28 @@ mod tests {
             assert_eq!(trail(&mut rx, &mut tx, how), expected, "{what}");
         }
         let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+        assert_eq!(rx.polite(), PolitePolling::LargeReads, "the default");
         assert_eq!(
             trail(&mut rx, &mut tx, Drain::Pops),
             0,
-            "polite polling off: the default"
+            "the default: single pops never pause"
+        );
+        assert_eq!(
+            trail(&mut rx, &mut tx, Drain::SmallBurstInto),
+            0,
+            "the default: a burst asking for 128 bytes never pauses"
+        );
+        assert_eq!(
+            trail(&mut rx, &mut tx, Drain::BurstInto),
+            8,
+            "the default: a burst asking for 512 bytes pauses as with polite polling on"
+        );
+        let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+        rx.set_polite(PolitePolling::Off);
+        assert_eq!(
+            trail(&mut rx, &mut tx, Drain::BurstInto),
+            0,
+            "off: large bursts never pause either"
         );
         rx.set_polite_polling(true);
         rx.set_polite_polling(false);
