@@ -12,14 +12,14 @@ use crate::harness::{alone, pair, Impl, Metric, Report};
 
 /// Three fields on one line, as in the virtio test.
 #[derive(Default)]
-struct Fields {
-    a: AtomicU64,
-    b: AtomicU64,
-    c: AtomicU64,
+pub(crate) struct Fields {
+    pub(crate) a: AtomicU64,
+    pub(crate) b: AtomicU64,
+    pub(crate) c: AtomicU64,
 }
 
 #[derive(Clone, Copy)]
-enum Write {
+pub(crate) enum Write {
     Store,
     Flowline,
 }
@@ -37,7 +37,7 @@ impl Write {
     }
 
     #[inline(always)]
-    fn put3(self, line: &Fields, v: u64) {
+    pub(crate) fn put3(self, line: &Fields, v: u64) {
         self.put(&line.a, v);
         self.put(&line.b, v);
         self.put(&line.c, v);

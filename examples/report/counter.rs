@@ -12,7 +12,7 @@ use flowline::counter::ShardedCounter;
 use crate::harness::{pair, Impl, Metric, Report};
 
 #[derive(Clone, Copy)]
-enum Kind {
+pub(crate) enum Kind {
     /// One shared `AtomicU64`, `fetch_add` from both threads.
     Atomic,
     /// A padded slot per thread, `fetch_add` on it (fast-counter's approach).
@@ -87,16 +87,27 @@ fn two_writers(kind: Kind, n: u64, work: impl Fn(u64) + Sync) -> (f64, u64) {
     ((na + nb) / 2.0, total)
 }
 
+/// The pktgen shape's packet generation: writes a 64-byte packet for sequence number `i`.
+pub(crate) fn gen(i: u64) {
+    let mut pkt = [0u64; 8];
+    for (k, w) in pkt.iter_mut().enumerate() {
+        *w = i ^ (k as u64);
+    }
+    black_box(&pkt);
+}
+
+/// Every counting method, with its name in the report.
+pub(crate) const KINDS: [(&str, Kind); 5] = [
+    ("flowline_handle", Kind::Handle),
+    ("flowline_add", Kind::HandleLess),
+    ("atomic", Kind::Atomic),
+    ("padded", Kind::Padded),
+    ("local", Kind::Local),
+];
+
 pub fn run(r: &mut Report) {
     let n: u64 = if r.quick { 1_000_000 } else { 100_000_000 };
-    let kinds = [
-        ("flowline_handle", Kind::Handle),
-        ("flowline_add", Kind::HandleLess),
-        ("atomic", Kind::Atomic),
-        ("padded", Kind::Padded),
-        ("local", Kind::Local),
-    ];
-    let impls: Vec<Impl> = kinds
+    let impls: Vec<Impl> = KINDS
         .iter()
         .map(|&(name, kind)| -> Impl {
             (name, Box::new(move || vec![two_writers(kind, n, |_| {}).0]))
@@ -121,13 +132,6 @@ pub fn run(r: &mut Report) {
     // The pktgen shape: each iteration "generates" a packet (writes a 64-byte buffer) and
     // counts it. Packets per second per thread.
     let pn: u64 = if r.quick { 1_000_000 } else { 50_000_000 };
-    let gen = |i: u64| {
-        let mut pkt = [0u64; 8];
-        for (k, w) in pkt.iter_mut().enumerate() {
-            *w = i ^ (k as u64);
-        }
-        black_box(&pkt);
-    };
     let impls: Vec<Impl> = [("flowline_handle", Kind::Handle), ("atomic", Kind::Atomic)]
         .iter()
         .map(|&(name, kind)| -> Impl {

@@ -32,11 +32,12 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use flowline::cell::AssignUnlessEqual;
 use flowline::counter::ShardedCounter;
 use flowline::distributor::nodes::{self, NodesConfig};
 use flowline::distributor::{self, Config};
 
+use crate::cell::{Fields, Write};
+use crate::counter::{gen, Kind, KINDS};
 use crate::harness::{cpu_map, pin, Impl, Metric, Report};
 
 /// How long each repetition runs, in ms: 200, or 20 with `--quick` (set by `run`).
@@ -132,18 +133,9 @@ fn stopped(stop: &AtomicBool) -> bool {
     stop.load(Ordering::Relaxed)
 }
 
-#[derive(Clone, Copy)]
-enum Count {
-    Handle,
-    HandleLess,
-    Atomic,
-    Padded,
-    Local,
-}
-
 /// T writers counting until stopped, `work` before each increment. Returns the total
 /// increments per second (M) and the mean per-thread rate (M/s).
-fn count(t: usize, kind: Count, work: impl Fn(u64) + Sync) -> (f64, f64) {
+fn count(t: usize, kind: Kind, work: impl Fn(u64) + Sync) -> (f64, f64) {
     let shared = CachePadded::new(AtomicU64::new(0));
     let padded: Vec<CachePadded<AtomicU64>> = (0..t)
         .map(|_| CachePadded::new(AtomicU64::new(0)))
@@ -152,21 +144,21 @@ fn count(t: usize, kind: Count, work: impl Fn(u64) + Sync) -> (f64, f64) {
     let rs = timed(t, |i, stop| {
         let mut n = 0u64;
         let mut local = 0u64;
-        let mut h = matches!(kind, Count::Handle).then(|| counter.handle());
+        let mut h = matches!(kind, Kind::Handle).then(|| counter.handle());
         while !stopped(stop) {
             for k in 0..CHUNK {
                 work(n + k);
                 match kind {
-                    Count::Handle => h.as_mut().unwrap().add(black_box(1)),
-                    Count::HandleLess => counter.add(black_box(1)),
+                    Kind::Handle => h.as_mut().unwrap().add(black_box(1)),
+                    Kind::HandleLess => counter.add(black_box(1)),
                     // Relaxed in both: a statistic, as in the pktgen study.
-                    Count::Atomic => {
+                    Kind::Atomic => {
                         shared.fetch_add(black_box(1), Ordering::Relaxed);
                     }
-                    Count::Padded => {
+                    Kind::Padded => {
                         padded[i].fetch_add(black_box(1), Ordering::Relaxed);
                     }
-                    Count::Local => local += black_box(1),
+                    Kind::Local => local += black_box(1),
                 }
             }
             n += CHUNK;
@@ -177,45 +169,24 @@ fn count(t: usize, kind: Count, work: impl Fn(u64) + Sync) -> (f64, f64) {
     let n: u64 = rs.iter().map(|((n, _), _)| n).sum();
     // Relaxed: the threads are joined.
     let total = match kind {
-        Count::Handle | Count::HandleLess => counter.sum(),
-        Count::Atomic => shared.load(Ordering::Relaxed),
-        Count::Padded => padded.iter().map(|p| p.load(Ordering::Relaxed)).sum(),
-        Count::Local => rs.iter().map(|((_, l), _)| l).sum(),
+        Kind::Handle | Kind::HandleLess => counter.sum(),
+        Kind::Atomic => shared.load(Ordering::Relaxed),
+        Kind::Padded => padded.iter().map(|p| p.load(Ordering::Relaxed)).sum(),
+        Kind::Local => rs.iter().map(|((_, l), _)| l).sum(),
     };
     assert_eq!(total, n, "lost increments");
     let rates: Vec<f64> = rs.iter().map(|((n, _), s)| *n as f64 / s / 1e6).collect();
     (rates.iter().sum(), rates.iter().sum::<f64>() / t as f64)
 }
 
-/// Three fields on one line, as in the virtio test.
-#[derive(Default)]
-struct Fields {
-    a: AtomicU64,
-    b: AtomicU64,
-    c: AtomicU64,
-}
-
-/// Re-writes `v` into the three fields: assign-unless-equal or a plain store. Relaxed in
-/// both: the scenarios measure line traffic, not ordering.
-#[inline(always)]
-fn put3(unless_equal: bool, f: &Fields, v: u64) {
-    for x in [&f.a, &f.b, &f.c] {
-        if unless_equal {
-            x.assign_unless_equal(v, Ordering::Relaxed);
-        } else {
-            x.store(v, Ordering::Relaxed);
-        }
-    }
-}
-
 /// `scale_cell_{T}t`: total M rewrites (of 3 fields) per second.
-fn cell_writers(t: usize, unless_equal: bool) -> f64 {
+fn cell_writers(t: usize, w: Write) -> f64 {
     let line = CachePadded::new(Fields::default());
     let rs = timed(t, |_, stop| {
         let mut n = 0u64;
         while !stopped(stop) {
             for _ in 0..CHUNK {
-                put3(unless_equal, &line, black_box(0));
+                w.put3(&line, black_box(0));
             }
             n += CHUNK;
         }
@@ -226,7 +197,7 @@ fn cell_writers(t: usize, unless_equal: bool) -> f64 {
 
 /// `scale_cell_readers_{T}t`: thread 0 re-writes, the others read; the readers' total
 /// Mreads/s (one read = the 3 fields).
-fn cell_readers(t: usize, unless_equal: bool) -> f64 {
+fn cell_readers(t: usize, w: Write) -> f64 {
     let line = CachePadded::new(Fields::default());
     let rs = timed(t, |i, stop| {
         let mut n = 0u64;
@@ -234,7 +205,7 @@ fn cell_readers(t: usize, unless_equal: bool) -> f64 {
         while !stopped(stop) {
             for _ in 0..CHUNK {
                 if i == 0 {
-                    put3(unless_equal, &line, black_box(0));
+                    w.put3(&line, black_box(0));
                 } else {
                     // Relaxed: line traffic only.
                     sum = sum
@@ -540,14 +511,7 @@ pub fn run(r: &mut Report, threads: &[usize]) {
     // The 2-node scenario's thread counts run so far (T rounded down to even).
     let mut nodes_done = Vec::new();
     for &t in threads {
-        let kinds = [
-            ("flowline_handle", Count::Handle),
-            ("flowline_add", Count::HandleLess),
-            ("atomic", Count::Atomic),
-            ("padded", Count::Padded),
-            ("local", Count::Local),
-        ];
-        let impls: Vec<Impl> = kinds
+        let impls: Vec<Impl> = KINDS
             .iter()
             .map(|&(name, kind)| -> Impl {
                 (name, Box::new(move || vec![count(t, kind, |_| {}).0]))
@@ -565,20 +529,10 @@ pub fn run(r: &mut Report, threads: &[usize]) {
             ],
         );
 
-        let gen = |i: u64| {
-            let mut pkt = [0u64; 8];
-            for (k, w) in pkt.iter_mut().enumerate() {
-                *w = i ^ (k as u64);
-            }
-            black_box(&pkt);
-        };
-        let impls: Vec<Impl> = [
-            ("flowline_handle", Count::Handle),
-            ("atomic", Count::Atomic),
-        ]
-        .iter()
-        .map(|&(name, kind)| -> Impl { (name, Box::new(move || vec![count(t, kind, gen).1])) })
-        .collect();
+        let impls: Vec<Impl> = [("flowline_handle", Kind::Handle), ("atomic", Kind::Atomic)]
+            .iter()
+            .map(|&(name, kind)| -> Impl { (name, Box::new(move || vec![count(t, kind, gen).1])) })
+            .collect();
         r.scenario(
             &format!("scale_pktgen_{t}t"),
             &[rate("Mpps/thread")],
@@ -587,7 +541,7 @@ pub fn run(r: &mut Report, threads: &[usize]) {
         );
 
         for (name, f) in [
-            ("scale_cell", cell_writers as fn(usize, bool) -> f64),
+            ("scale_cell", cell_writers as fn(usize, Write) -> f64),
             ("scale_cell_readers", cell_readers),
         ] {
             let unit = if name == "scale_cell" {
@@ -596,8 +550,8 @@ pub fn run(r: &mut Report, threads: &[usize]) {
                 "Mreads/s"
             };
             let impls: Vec<Impl> = vec![
-                ("flowline", Box::new(move || vec![f(t, true)])),
-                ("store", Box::new(move || vec![f(t, false)])),
+                ("flowline", Box::new(move || vec![f(t, Write::Flowline)])),
+                ("store", Box::new(move || vec![f(t, Write::Store)])),
             ];
             r.scenario(
                 &format!("{name}_{t}t"),
