@@ -522,20 +522,20 @@ impl Sleepers {
         #[cfg(feature = "async")]
         if !tasks.is_empty() {
             // The wakers run after the mutex is released: a waker may poll its task
-            // inline, and the poll takes this mutex.
-            /// Wakes the tasks not woken yet when one waker panics (the panic then goes
-            /// on; every registration consumed here is still woken).
-            struct WakeRest(std::vec::IntoIter<(u64, core::task::Waker)>);
-            impl Drop for WakeRest {
-                fn drop(&mut self) {
-                    for (_, waker) in self.0.by_ref() {
-                        waker.wake();
-                    }
+            // inline, and the poll takes this mutex. A waker that panics does not stop
+            // the others: every registration consumed here is woken, and the first panic
+            // goes on afterwards (a drop guard waking the rest during the unwinding would
+            // abort the process on a second panicking waker).
+            let mut first_panic = None;
+            for (_, waker) in tasks {
+                if let Err(p) =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()))
+                {
+                    first_panic.get_or_insert(p);
                 }
             }
-            let mut rest = WakeRest(tasks.into_iter());
-            for (_, waker) in rest.0.by_ref() {
-                waker.wake();
+            if let Some(p) = first_panic {
+                std::panic::resume_unwind(p);
             }
         }
     }
@@ -1209,8 +1209,8 @@ mod tests {
         unsafe { Waker::from_raw(RawWaker::new(core::ptr::null(), vtable)) }
     }
 
-    /// A waker that panics leaves the other registrations woken and the count exact;
-    /// one whose clone panics leaves nothing counted.
+    /// Wakers that panic (two of three here) leave the other registrations woken and the
+    /// count exact; one whose clone panics leaves nothing counted.
     #[test]
     fn panicking_wakers_lose_no_other_wake_and_no_count() {
         use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1219,14 +1219,24 @@ mod tests {
         let c = Arc::new(Count(AtomicUsize::new(0)));
         let good = Waker::from(c.clone());
         let bad = bad_waker(true);
-        let (mut a, mut b) = (None, None);
+        // Two panicking wakers around a good one: one panic comes out (no abort from a
+        // second panic during the first's unwinding), and the good one is woken.
+        let (mut a, mut b, mut d) = (None, None, None);
         assert!(!s.register_waker(&mut a, &bad, || false));
         assert!(!s.register_waker(&mut b, &good, || false));
-        assert!(catch_unwind(AssertUnwindSafe(|| s.notify())).is_err());
+        assert!(!s.register_waker(&mut d, &bad, || false));
+        assert_eq!(s.count(), 3);
+        let r = catch_unwind(AssertUnwindSafe(|| s.notify()));
+        assert_eq!(
+            r.expect_err("a waker panicked")
+                .downcast_ref::<&str>()
+                .copied(),
+            Some("waker panics in wake")
+        );
         assert_eq!(
             c.0.load(Ordering::SeqCst),
             1,
-            "woken despite the other's panic"
+            "woken despite the others' panics"
         );
         assert_eq!(s.count(), 0);
         let clone_panics = bad_waker(false);
