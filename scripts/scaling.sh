@@ -9,7 +9,8 @@
 #                                runs, each time-boxed, in one session:
 #     - report --threads 2,4,8,15 scale_        (about 100 s)
 #     - report's 2-thread scenarios: spsc_r1024, spsc_pingpong, mpsc_r1024_burst32,
-#       dist_1worker, counter_2writers, cell_2writers   (about 45 s)
+#       dist_1worker, counter_2writers, cell_2writers, wait_wake_latency (with its
+#       `park` floor: whether the wake-up is the host's there too)   (about 65 s)
 #     - DPDK's dist_perf, eventdev_perf (dsw, sw) and ring_perf on the same two CPUs
 #     - dist_1worker once more after DPDK, to bracket it
 #   and writes sys.txt, scale.txt, pair.txt, dpdk.txt, pair2.txt into $OUT (default
@@ -74,8 +75,8 @@ run() {
 	s=$(date +%s)
 	timeout 230 ./report --reps 5 --threads 2,4,8,15 scale_ >"$O/scale.txt" 2>&1
 	echo "scale rc $? $(($(date +%s) - s))s" | tee -a "$O/sys.txt"
-	timeout 100 ./report spsc_r1024 spsc_pingpong mpsc_r1024_burst32 dist_1worker \
-		counter_2writers cell_2writers >"$O/pair.txt" 2>&1
+	timeout 125 ./report spsc_r1024 spsc_pingpong mpsc_r1024_burst32 dist_1worker \
+		counter_2writers cell_2writers wait_wake_latency >"$O/pair.txt" 2>&1
 	echo "pair rc $? $(($(date +%s) - s))s" | tee -a "$O/sys.txt"
 	if [ -x dpdk/dist_perf ]; then
 		export LD_LIBRARY_PATH="$PWD/dpdk/lib"

@@ -651,6 +651,9 @@ pub fn run(r: &mut Report) {
             let m = if r.quick { 1 << 20 } else { 64 << 20 };
             impls.push(("raw", Box::new(move || vec![raw(m)])));
             ratios.push(("flowline", "raw"));
+            // How close the best peer comes to the bound: 1.2x rtrb is out of reach of any
+            // ring in a run where rtrb runs above 1/1.2 (83%) of raw.
+            ratios.push(("rtrb", "raw"));
         }
         r.scenario(&name, &items, impls, &ratios);
     }

@@ -6,7 +6,9 @@
 //!   waitable ring's publications cost (the sleeper check) from what the waiting calls add.
 //! - `wait_wake_latency`: the producer sends one timestamp every 300 us into an empty
 //!   channel whose consumer is asleep by then; the consumer's delay from send to wake-up,
-//!   p50 and p99, against `std::sync::mpsc::sync_channel` and `crossbeam_channel::bounded`.
+//!   p50 and p99, against `std::sync::mpsc::sync_channel` and `crossbeam_channel::bounded`,
+//!   and the platform's floor `park` (a `Mutex<VecDeque>` with `thread::park` /
+//!   `unpark`, no spinning: what every blocking channel's wake-up pays at least).
 //! - `wait_idle_cpu`: CPU time a consumer spends waiting on an empty ring (the thread's own
 //!   `getrusage(RUSAGE_THREAD)`), as % of one CPU: the default park strategy, and
 //!   spin-then-yield for contrast; target at most 1% for park.
@@ -80,6 +82,72 @@ fn burst32<P: Send, C: Send>(
     );
     assert_eq!(sum, n * (n - 1) / 2);
     n as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// The platform's wake-up floor for `wait_wake_latency`: the leanest blocking hand-off,
+/// a `Mutex<VecDeque>` and `thread::park` / `unpark`, no spinning (std's and crossbeam's
+/// channels park the same way after spinning a little). Every implementation's wake-up
+/// pays this; what it adds on top is its own cost.
+mod park_channel {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex, OnceLock};
+    use std::thread::Thread;
+    use std::time::Instant;
+
+    #[derive(Default)]
+    struct Shared {
+        /// The items and whether the sender is gone.
+        q: Mutex<(VecDeque<Instant>, bool)>,
+        /// The receiving thread, registered under `q`'s lock before its first park.
+        rx: OnceLock<Thread>,
+    }
+
+    pub struct Sender(Arc<Shared>);
+    pub struct Receiver(Arc<Shared>);
+
+    pub fn channel() -> (Sender, Receiver) {
+        let s = Arc::new(Shared::default());
+        (Sender(Arc::clone(&s)), Receiver(s))
+    }
+
+    impl Sender {
+        pub fn send(&mut self, v: Instant) {
+            self.0.q.lock().unwrap().0.push_back(v);
+            // A receiver that found the queue empty registered under the lock before this
+            // push took it; one that has not looked yet will see the item.
+            if let Some(t) = self.0.rx.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    impl Drop for Sender {
+        fn drop(&mut self) {
+            self.0.q.lock().unwrap().1 = true;
+            if let Some(t) = self.0.rx.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    impl Receiver {
+        pub fn recv(&mut self) -> Option<Instant> {
+            loop {
+                {
+                    let mut g = self.0.q.lock().unwrap();
+                    if let Some(v) = g.0.pop_front() {
+                        return Some(v);
+                    }
+                    if g.1 {
+                        return None;
+                    }
+                    self.0.rx.get_or_init(std::thread::current);
+                }
+                // An unpark since the check above leaves a token: this returns at once.
+                std::thread::park();
+            }
+        }
+    }
 }
 
 /// p50 and p99 wake-up latency in us over `rounds` sends spaced `gap` apart.
@@ -463,12 +531,30 @@ pub fn run(r: &mut Report) {
                 )
             }),
         ),
+        (
+            "park",
+            Box::new(move || {
+                latency(
+                    rounds,
+                    gap,
+                    park_channel::channel(),
+                    park_channel::Sender::send,
+                    park_channel::Receiver::recv,
+                )
+            }),
+        ),
     ];
     r.scenario(
         "wait_wake_latency",
         &lat,
         impls,
-        &[("flowline", "std"), ("flowline", "crossbeam")],
+        &[
+            ("flowline", "std"),
+            ("flowline", "crossbeam"),
+            ("flowline", "park"),
+            ("std", "park"),
+            ("crossbeam", "park"),
+        ],
     );
 
     let span = if r.quick {
