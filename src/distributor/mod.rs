@@ -343,12 +343,20 @@ impl std::error::Error for JoinError {}
 struct Pick {
     lane: usize,
     others: u64,
+    /// The pick lane's `sent` count below which it is still the strict minimum and under
+    /// its credit: `completed + min(others, credit)` at the scan (`completed` does not move
+    /// within a pass), so the common check is one load and one compare.
+    until: u64,
 }
 
 impl Pick {
     /// No pick: `others` 0 fails every check (no load is below it), so the next
     /// [`Router::least_loaded`] scans.
-    const NONE: Pick = Pick { lane: 0, others: 0 };
+    const NONE: Pick = Pick {
+        lane: 0,
+        others: 0,
+        until: 0,
+    };
 }
 
 /// What routing a packet uses, borrowed apart from the rest of the distributor for one
@@ -377,7 +385,11 @@ impl<T> Router<'_, T> {
         debug_assert!(p.lane < lanes.len());
         // SAFETY: `pick.lane` is 0 (`Pick::NONE`; `new` makes at least one lane) or an
         // index of `lanes` a scan found, and `lanes` never shrinks.
-        let load = unsafe { lanes.get_unchecked(p.lane) }.outstanding();
+        let lane = unsafe { lanes.get_unchecked(p.lane) };
+        if lane.sent < p.until {
+            return Some(p.lane);
+        }
+        let load = lane.outstanding();
         if load < p.others {
             return (load < credit).then_some(p.lane);
         }
@@ -395,7 +407,11 @@ impl<T> Router<'_, T> {
                 others = load;
             }
         }
-        *pick = best.map_or(Pick::NONE, |lane| Pick { lane, others });
+        *pick = best.map_or(Pick::NONE, |lane| Pick {
+            lane,
+            others,
+            until: lanes[lane].completed + others.min(credit),
+        });
         best.filter(|_| best_load < credit)
     }
 
@@ -425,8 +441,7 @@ impl<T> Router<'_, T> {
                 debug_assert!(f.worker < self.lanes.len());
                 // SAFETY: as above (`least_loaded` returns an index of `lanes`).
                 let lane = unsafe { self.lanes.get_unchecked_mut(f.worker) };
-                lane.send(pkt, t);
-                f.last = lane.sent;
+                f.last = lane.send(pkt, t);
                 return Ok(());
             }
             None => match Self::least_loaded(self.lanes, self.credit, &mut self.pick) {
@@ -495,13 +510,15 @@ impl<T> Lane<T> {
 
     /// Stages `pkt` (tag `t`) for this worker at the next position of its stream.
     #[inline(always)]
-    fn send(&mut self, pkt: T, t: u64) {
-        let i = self.sent as usize & self.tag_mask;
+    fn send(&mut self, pkt: T, t: u64) -> u64 {
+        let sent = self.sent;
+        let i = sent as usize & self.tag_mask;
         debug_assert!(i < self.tags.len());
         // SAFETY: `tag_mask` is `tags.len() - 1` (a power of two), so `i` is in bounds.
         unsafe { *self.tags.get_unchecked_mut(i) = t };
-        self.sent += 1;
+        self.sent = sent + 1;
         self.staged.push(pkt);
+        sent + 1
     }
 
     /// The order check: the packet handed back at position `at` has tag `t`.
@@ -523,9 +540,40 @@ impl<T> Lane<T> {
     }
 }
 
-/// Step of the rotating offset of the checked packet (odd and not a small power-of-two
-/// neighbour, so the offsets cover every position of bursts of any size over time).
+/// Step of the rotating offset of the checked packet: 2^32 divided by the golden ratio, so
+/// successive probes spread evenly over every burst length (see [`probe_offset`]).
 const PROBE_STEP: u32 = 0x9e37_79b9;
+
+/// The offset in a burst of `len` packets that probe `probe` checks: `probe`'s fraction of
+/// 2^32 scaled to `len` (a multiplication and a shift; a `%` cost a division per burst).
+/// Always below `len`; successive probes cover every offset of a burst of up to 1024
+/// packets within `2 * len` bursts (the unit test below).
+#[inline(always)]
+fn probe_offset(probe: u32, len: usize) -> usize {
+    // In 128 bits: `len` may exceed 32 bits.
+    ((u128::from(probe) * len as u128) >> 32) as usize
+}
+
+#[cfg(all(test, not(loom)))]
+mod probe_tests {
+    use super::*;
+
+    #[test]
+    fn probes_stay_in_the_burst_and_cover_it() {
+        for len in 1..=1024usize {
+            let (mut probe, mut seen) = (0u32, vec![false; len]);
+            for _ in 0..2 * len {
+                probe = probe.wrapping_add(PROBE_STEP);
+                let k = probe_offset(probe, len);
+                assert!(k < len);
+                seen[k] = true;
+            }
+            assert!(seen.iter().all(|&s| s), "a burst of {len} not covered");
+        }
+        assert!(probe_offset(u32::MAX, usize::MAX) < usize::MAX);
+        assert_eq!(probe_offset(u32::MAX, 1), 0);
+    }
+}
 
 /// The order check failed: a worker handed back, at position `at` of its stream, a packet
 /// whose tag is not the tag of the packet it received at that position.
@@ -977,7 +1025,7 @@ where
                     // One packet per burst read, at a rotating offset: one `tag` call per
                     // burst instead of one per packet.
                     lane.probe = lane.probe.wrapping_add(PROBE_STEP);
-                    let k = lane.probe as usize % burst.len();
+                    let k = probe_offset(lane.probe, burst.len());
                     lane.check(w, at + k as u64, tag(&burst[k]));
                 }
             }
