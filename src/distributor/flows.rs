@@ -186,11 +186,19 @@ impl FlowTable {
     /// table has grown past `limit` entries (keeps memory bounded under churning tags). If
     /// most flows are in flight the table stays large; the next scan then waits until it has
     /// doubled, so the cost stays amortised O(1) per inserted flow.
+    /// The check is inline (the distributor makes it once per call); the scan is not.
+    #[inline]
     pub(crate) fn prune_idle(&mut self, completed: impl Fn(usize) -> u64, limit: usize) {
         if self.len > self.prune_at.max(limit) {
-            self.rebuild(0, |f| completed(f.worker) < f.last);
-            self.prune_at = 2 * self.len;
+            self.prune_now(completed);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn prune_now(&mut self, completed: impl Fn(usize) -> u64) {
+        self.rebuild(0, |f| completed(f.worker) < f.last);
+        self.prune_at = 2 * self.len;
     }
 }
 
