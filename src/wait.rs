@@ -531,11 +531,23 @@ impl Sleepers {
                 if let Err(p) =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()))
                 {
-                    first_panic.get_or_insert(p);
+                    if first_panic.is_none() {
+                        first_panic = Some(p);
+                    } else {
+                        drop_payload(p);
+                    }
                 }
             }
             if let Some(p) = first_panic {
-                std::panic::resume_unwind(p);
+                if std::thread::panicking() {
+                    // Published from a drop guard while another panic unwinds (a burst
+                    // whose iterator panicked, an end dropped by a panicking thread): a
+                    // second panic would abort the process. Every waker has run; this
+                    // panic is left out.
+                    drop_payload(p);
+                } else {
+                    std::panic::resume_unwind(p);
+                }
             }
         }
     }
@@ -682,6 +694,16 @@ impl Sleepers {
         // Relaxed: a publisher that still sees the count only takes the mutex for nothing.
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         ready_now
+    }
+}
+
+/// Drops the payload of a waker's panic that [`Sleepers::wake_all`] does not pass on. A
+/// payload whose own `drop` panics (rust-lang/rust#86027) is caught there, so the wake-ups
+/// still to come happen; that second payload is leaked.
+#[cfg(feature = "async")]
+fn drop_payload(p: Box<dyn core::any::Any + Send>) {
+    if let Err(q) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(p))) {
+        core::mem::forget(q);
     }
 }
 

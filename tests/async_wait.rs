@@ -523,3 +523,87 @@ fn a_waker_panicking_in_the_budget_yield_loses_nothing() {
     assert!(r.is_err(), "the budget's yield woke the task");
     assert_eq!(rx.pop(), Some(2), "the yielding poll took nothing");
 }
+
+/// A consumer task whose waker panics when a publication wakes it.
+struct PanicsOnWake;
+impl std::task::Wake for PanicsOnWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        panic!("waker panics");
+    }
+}
+
+/// An MPSC chunk commit that wakes a panicking waker publishes its items once: the panic
+/// comes out of `commit`, and the chunk's drop on the way out does not publish the run
+/// again (it did, with no valid items, and the consumer skipped the committed one).
+#[test]
+fn a_commit_waking_a_panicking_waker_publishes_once() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let (mut tx, mut rx) = mpsc::waitable::<u64>(8).unwrap();
+    rx.set_wait_strategy(REGISTER_AT_ONCE);
+    let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
+    let mut fut = Box::pin(rx.pop_async());
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&bad))
+        .is_pending());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let mut c = tx.write_chunk(1);
+        c.as_mut_slices().0[0].write(7);
+        // SAFETY: the one reserved slot was written just above.
+        unsafe { c.commit(1) };
+    }));
+    assert!(r.is_err(), "the commit woke the panicking waker");
+    drop(fut);
+    assert_eq!(rx.pop(), Some(7));
+    assert_eq!(rx.pop(), None);
+    tx.push(8).unwrap();
+    assert_eq!(rx.pop(), Some(8), "the ring goes on");
+}
+
+/// A publication made by a drop guard while a panic unwinds (here the items a panicking
+/// iterator moved in before its panic) wakes a panicking waker: the process goes on (a
+/// second panic during the unwinding aborted it), the iterator's panic is the one that
+/// comes out, and the items are there, for both rings.
+#[test]
+fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
+    let mut it = || (0..3u64).map(|i| if i == 2 { panic!("iterator panics") } else { i });
+    let (mut tx, mut rx) = spsc::waitable::<u64>(8).unwrap();
+    rx.set_wait_strategy(REGISTER_AT_ONCE);
+    let mut fut = Box::pin(rx.pop_async());
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&bad))
+        .is_pending());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        tx.write_chunk(4).fill_from_iter(&mut it())
+    }));
+    assert_eq!(
+        r.expect_err("the iterator panicked")
+            .downcast_ref::<&str>()
+            .copied(),
+        Some("iterator panics")
+    );
+    drop(fut);
+    assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(0), Some(1), None));
+
+    let (mut tx, mut rx) = mpsc::waitable::<u64>(8).unwrap();
+    rx.set_wait_strategy(REGISTER_AT_ONCE);
+    let mut fut = Box::pin(rx.pop_async());
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&bad))
+        .is_pending());
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        tx.write_chunk(4).fill_from_iter(&mut it())
+    }));
+    assert_eq!(
+        r.expect_err("the iterator panicked")
+            .downcast_ref::<&str>()
+            .copied(),
+        Some("iterator panics")
+    );
+    drop(fut);
+    assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(0), Some(1), None));
+}

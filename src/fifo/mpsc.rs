@@ -1002,10 +1002,16 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
     }
 
     fn finish(&mut self, k: usize) {
-        if !self.committed && self.len > 0 {
+        if self.committed {
+            return;
+        }
+        // Marked first: if the publication unwinds (a consumer task's waker panicking in
+        // the wake-up), `Drop` must not publish the run a second time (a second descriptor
+        // with fewer valid items would make the consumer skip the published ones).
+        self.committed = true;
+        if self.len > 0 {
             self.producer.publish(self.start, self.len, k);
         }
-        self.committed = true;
     }
 
     /// Moves items from `iter` into the reserved slots until either runs out, publishes
