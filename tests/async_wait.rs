@@ -568,7 +568,7 @@ fn a_commit_waking_a_panicking_waker_publishes_once() {
 fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
-    let mut it = || (0..3u64).map(|i| if i == 2 { panic!("iterator panics") } else { i });
+    let it = || (0..3u64).map(|i| if i == 2 { panic!("iterator panics") } else { i });
     let (mut tx, mut rx) = spsc::waitable::<u64>(8).unwrap();
     rx.set_wait_strategy(REGISTER_AT_ONCE);
     let mut fut = Box::pin(rx.pop_async());
