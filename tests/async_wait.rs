@@ -569,41 +569,23 @@ fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
     use std::panic::{catch_unwind, AssertUnwindSafe};
     let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
     let it = || (0..3u64).map(|i| if i == 2 { panic!("iterator panics") } else { i });
-    let (mut tx, mut rx) = spsc::waitable::<u64>(8).unwrap();
-    rx.set_wait_strategy(REGISTER_AT_ONCE);
-    let mut fut = Box::pin(rx.pop_async());
-    assert!(fut
-        .as_mut()
-        .poll(&mut Context::from_waker(&bad))
-        .is_pending());
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        tx.write_chunk(4).fill_from_iter(&mut it())
-    }));
-    assert_eq!(
-        r.expect_err("the iterator panicked")
-            .downcast_ref::<&str>()
-            .copied(),
-        Some("iterator panics")
-    );
-    drop(fut);
-    assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(0), Some(1), None));
-
-    let (mut tx, mut rx) = mpsc::waitable::<u64>(8).unwrap();
-    rx.set_wait_strategy(REGISTER_AT_ONCE);
-    let mut fut = Box::pin(rx.pop_async());
-    assert!(fut
-        .as_mut()
-        .poll(&mut Context::from_waker(&bad))
-        .is_pending());
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        tx.write_chunk(4).fill_from_iter(&mut it())
-    }));
-    assert_eq!(
-        r.expect_err("the iterator panicked")
-            .downcast_ref::<&str>()
-            .copied(),
-        Some("iterator panics")
-    );
-    drop(fut);
-    assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(0), Some(1), None));
+    macro_rules! check {
+        ($ring:ident) => {{
+            let (mut tx, mut rx) = $ring::waitable::<u64>(8).unwrap();
+            rx.set_wait_strategy(REGISTER_AT_ONCE);
+            let mut fut = Box::pin(rx.pop_async());
+            let pending = fut.as_mut().poll(&mut Context::from_waker(&bad));
+            assert!(pending.is_pending());
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                tx.write_chunk(4).fill_from_iter(&mut it())
+            }));
+            let payload = r.expect_err("the iterator panicked");
+            let msg = payload.downcast_ref::<&str>().copied();
+            assert_eq!(msg, Some("iterator panics"), stringify!($ring));
+            drop(fut);
+            assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(0), Some(1), None));
+        }};
+    }
+    check!(spsc);
+    check!(mpsc);
 }
