@@ -577,6 +577,82 @@ mod probe_tests {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod pick_tests {
+    use super::*;
+
+    /// The kept pick (`until`, `others`) answers every `least_loaded` as a fresh scan
+    /// would, and never names a lane at its credit: random sends to the picked lane, sends
+    /// to other lanes (flows in flight elsewhere), completions (each followed by a pick
+    /// reset, as `poll_returns` does) and lanes going inactive and back.
+    #[test]
+    fn a_kept_pick_answers_as_a_fresh_scan() {
+        const CREDIT: u64 = 16;
+        let wake = Arc::new(CachePadded::new(Sleepers::new()));
+        let mut lanes: Vec<Lane<u64>> = (0..4)
+            .map(|id| make_lane(id, CREDIT as usize, &wake).unwrap().0)
+            .collect();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut pick = Pick::NONE;
+        let (mut picked, mut refused) = (0, 0);
+        // Fewer steps under Miri (each is a few scans of 4 lanes).
+        let steps = if cfg!(miri) { 5_000 } else { 200_000 };
+        for _ in 0..steps {
+            let mut fresh = Pick::NONE;
+            let want = Router::least_loaded(&lanes, CREDIT, &mut fresh);
+            let got = Router::least_loaded(&lanes, CREDIT, &mut pick);
+            assert_eq!(got, want);
+            match rand() % 8 {
+                0..=3 => match got {
+                    Some(w) => {
+                        assert!(lanes[w].outstanding() < CREDIT);
+                        lanes[w].sent += 1;
+                        picked += 1;
+                    }
+                    None => refused += 1,
+                },
+                4 => {
+                    // A packet of a flow in flight at some lane with credit left.
+                    let w = rand() as usize % lanes.len();
+                    if lanes[w].active && lanes[w].outstanding() < CREDIT {
+                        lanes[w].sent += 1;
+                    }
+                }
+                5 | 6 => {
+                    let w = rand() as usize % lanes.len();
+                    let l = &mut lanes[w];
+                    l.completed += rand() % (l.outstanding() + 1);
+                    pick = Pick::NONE;
+                }
+                _ => {
+                    // A lane leaves (everything accounted for) or comes back.
+                    let w = rand() as usize % lanes.len();
+                    let l = &mut lanes[w];
+                    if l.active && lanes.iter().filter(|l| l.active).count() > 1 {
+                        let l = &mut lanes[w];
+                        l.completed = l.sent;
+                        l.active = false;
+                    } else {
+                        lanes[w].active = true;
+                    }
+                    pick = Pick::NONE;
+                }
+            }
+        }
+        // Both answers were exercised: picks, and refusals of lanes at their credit.
+        assert!(
+            picked > steps / 4 && refused > steps / 200,
+            "{picked} picked, {refused} refused"
+        );
+    }
+}
+
 /// The order check failed: a worker handed back, at position `at` of its stream, a packet
 /// whose tag is not the tag of the packet it received at that position.
 #[cold]
