@@ -701,9 +701,29 @@ pub(crate) unsafe fn append_runs<T>(
     // exactly the items just copied.
     unsafe {
         let dst = out.as_mut_ptr().add(len);
-        ptr::copy_nonoverlapping(first.0, dst, first.1);
-        ptr::copy_nonoverlapping(second.0, dst.add(first.1), second.1);
+        copy_items(first.0, dst, first.1);
+        copy_items(second.0, dst.add(first.1), second.1);
         out.set_len(len + first.1 + second.1);
+    }
+}
+
+/// Copies `n` items from `src` to `dst`, as `ptr::copy_nonoverlapping`, but with no call
+/// to `memcpy` for the two lengths a polling or latency-bound caller copies most: none (a
+/// burst that found the ring empty or full, or the empty second run of a burst that does
+/// not wrap) and one (a burst of one). A call costs a few nanoseconds on every empty poll
+/// and every single-item hand-off; a constant length of one compiles to one move.
+///
+/// # Safety
+///
+/// As `ptr::copy_nonoverlapping::<T>(src, dst, n)`.
+#[inline(always)]
+pub(crate) unsafe fn copy_items<T>(src: *const T, dst: *mut T, n: usize) {
+    match n {
+        0 => {}
+        // SAFETY: the caller's contract, for one item.
+        1 => unsafe { ptr::copy_nonoverlapping(src, dst, 1) },
+        // SAFETY: the caller's contract.
+        _ => unsafe { ptr::copy_nonoverlapping(src, dst, n) },
     }
 }
 
@@ -780,6 +800,20 @@ impl std::error::Error for CapacityError {}
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// `copy_items` copies exactly `n` items for the lengths it special-cases (0 and 1)
+    /// and for longer runs, and touches nothing past them.
+    #[test]
+    fn copy_items_copies_exactly_n() {
+        for n in 0..6 {
+            let src: [u32; 6] = [1, 2, 3, 4, 5, 6];
+            let mut dst = [0u32; 6];
+            // SAFETY: `n <= 6` items of two distinct arrays of 6.
+            unsafe { copy_items(src.as_ptr(), dst.as_mut_ptr(), n) };
+            assert_eq!(&dst[..n], &src[..n]);
+            assert!(dst[n..].iter().all(|&x| x == 0), "n = {n}");
+        }
+    }
 
     /// Slot buffers start on a cache line for small, odd-sized and over-aligned items,
     /// and a zero-sized item allocates nothing; each is freed with its layout (Miri checks

@@ -967,8 +967,8 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
         let (ia, ib) = items.split_at(a.len());
         // SAFETY: MaybeUninit<T> has T's layout; disjoint buffers of equal lengths.
         unsafe {
-            ptr::copy_nonoverlapping(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
-            ptr::copy_nonoverlapping(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
+            super::copy_items(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
+            super::copy_items(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
         }
     }
 
@@ -1355,8 +1355,8 @@ impl<T, W: WaitMode> Consumer<T, W> {
             // (`T: Copy`: reading them leaves nothing to drop), disjoint from `out`, whose
             // range was bounds-checked just above.
             unsafe {
-                ptr::copy_nonoverlapping(a.0, dst.as_mut_ptr(), a.1);
-                ptr::copy_nonoverlapping(b.0, dst.as_mut_ptr().add(a.1), b.1);
+                super::copy_items(a.0, dst.as_mut_ptr(), a.1);
+                super::copy_items(b.0, dst.as_mut_ptr().add(a.1), b.1);
             }
         })
     }
