@@ -158,8 +158,9 @@ impl Polite {
 
     /// Records what a read of the producer's index found: `gain` new items, after a wait
     /// (`waited`) or not, and whether it was made with nothing left in the cached view
-    /// (`empty`: always so after a wait; a read that tops up a partly used view, or one
-    /// that may not wait, is not compared with waiting reads).
+    /// (`empty`: always so after a wait; a read that tops up a partly used view is not
+    /// compared with waiting reads). Only reads that may wait are recorded: the consumer
+    /// sends reads too small to wait straight to the index.
     #[inline(always)]
     pub(crate) fn observe(&mut self, gain: usize, waited: bool, empty: bool) {
         #[cfg(test)]

@@ -1142,7 +1142,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
         // small to wait (a single pop under the default mode) goes straight to the index,
         // so a spinning pop costs what rtrb's does and its gains never steer the waits of
         // the large reads.
-        if !(may_wait && want >= self.polite_min) {
+        // (`polite_min` is `usize::MAX` when no read may pause: off, or zero-sized items,
+        // whatever a read asks for.)
+        if !(may_wait && self.polite_min != usize::MAX && want >= self.polite_min) {
             // Acquire: pairs with the producer's Release store of `tail`, so its slot writes
             // are visible before this end reads them.
             self.cached_tail = self.shared.tail.load(Ordering::Acquire);
@@ -2059,7 +2061,8 @@ mod tests {
         assert_eq!(tx.free(), 1024, "the last pop released the rest");
     }
 
-    /// A ring with polite polling turned on (it is off by default).
+    /// A ring with polite polling turned on for every read (by default only large reads
+    /// may pause).
     fn polite_channel<T>(
         ends: Result<(Producer<T>, Consumer<T>), CapacityError>,
     ) -> (Producer<T>, Consumer<T>) {
@@ -2119,7 +2122,8 @@ mod tests {
             next += k;
         }
         let waits = rx.polite.waits - before;
-        // Nothing more (this read pauses too, and finds nothing: the streak ends).
+        // Nothing more. With polite polling on for pops this read pauses too and, finding
+        // nothing, ends the streak; a pop that may not pause leaves the state alone.
         assert_eq!(rx.pop(), None);
         waits
     }
@@ -2190,8 +2194,9 @@ mod tests {
 
     /// Under the default mode, reads too small to pause (single pops, small bursts) go
     /// straight to the producer's index and leave the polite state alone: however many of
-    /// them found items, the next large read does not pause on their account, and pops
-    /// under polite polling off never touch it either.
+    /// them found items, the next large read does not pause on their account (nor does a
+    /// small read that finds nothing end the large reads' streak). A consumer of
+    /// zero-sized items never pauses, whatever it asks for.
     #[test]
     fn reads_that_may_not_pause_leave_the_polite_state_alone() {
         let (mut tx, mut rx) = channel::<u64>(64).unwrap();
@@ -2222,6 +2227,15 @@ mod tests {
         assert!(rx.polite.should_wait());
         assert_eq!(rx.pop_burst_into(&mut v, 64), 0);
         assert_eq!(rx.polite.waits, 1);
+        // Zero-sized items move no lines: no read pauses, even one asking for usize::MAX.
+        let (mut tx, mut rx) = channel::<()>(64).unwrap();
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            tx.push(()).unwrap();
+            assert_eq!(rx.pop_burst_into(&mut v, usize::MAX), 1);
+        }
+        assert_eq!(rx.pop_burst_into(&mut v, usize::MAX), 0);
+        assert_eq!(rx.polite.waits, 0);
     }
 
     /// A producer on the consumer's own thread that pushes a line's worth (or more) before
