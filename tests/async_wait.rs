@@ -589,3 +589,53 @@ fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
     check!(spsc);
     check!(mpsc);
 }
+
+/// A `distribute` whose publication to a worker wakes that worker's panicking waker: the
+/// panic comes out of `distribute`, the call's counters are still added (they were
+/// skipped: "accepted" stayed short of the packets routed), and every packet comes back
+/// once, the other worker's staged ones included (they go out with the next call).
+#[test]
+fn a_distribute_waking_a_panicking_waker_counts_and_loses_nothing() {
+    use flowline::distributor::{self, Config};
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 8,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    ws[0].set_wait_strategy(REGISTER_AT_ONCE);
+    let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
+    let mut b = Vec::new();
+    {
+        let mut fut = Box::pin(ws[0].recv_burst_async(&mut b, 8));
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&bad))
+            .is_pending());
+        let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut vec![1, 2, 3, 4])));
+        assert!(r.is_err(), "the publication woke the panicking waker");
+    }
+    assert_eq!(
+        d.stats().snapshot().get("accepted"),
+        Some(4),
+        "the panicking call's packets are counted"
+    );
+    // The next call pushes what the panic left staged.
+    d.distribute(&mut Vec::new()).unwrap();
+    let mut got = Vec::new();
+    for w in ws.iter_mut() {
+        b.clear();
+        w.recv_burst(&mut b, 8).unwrap();
+        got.extend_from_slice(&b);
+        w.done_burst(&mut b).unwrap();
+    }
+    got.sort_unstable();
+    assert_eq!(got, [1, 2, 3, 4], "each packet reached a worker once");
+    let mut out = Vec::new();
+    d.flush(&mut out, Duration::from_secs(10)).unwrap();
+    out.sort_unstable();
+    assert_eq!(out, [1, 2, 3, 4]);
+}

@@ -99,8 +99,11 @@ impl FlowTable {
     /// The first slot to look at for `tag`.
     #[inline(always)]
     fn home(&self, tag: u64) -> usize {
-        // Fibonacci hashing: the multiplication spreads every input bit into the top bits.
-        ((tag ^ (tag >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+        // Fibonacci hashing: bit k of the product depends on bits 0..=k of the tag, so its
+        // top bits (the only ones used) depend on every bit of it, and no fold of the high
+        // half into the low one is needed first (`TagHasher`'s fold is for `HashMap`s,
+        // which index by the low bits).
+        (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
 
     #[inline]

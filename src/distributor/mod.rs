@@ -1380,14 +1380,20 @@ where
             *old = kept_old;
         }
         self.scratch = input;
-        self.push_staged();
+        // Counted before the packets are published: the publication may wake a worker's
+        // task, whose waker may panic out of `push_staged` (the packets it did not push
+        // stay staged and go out with the next call), and a reader that has seen a packet
+        // at a worker finds it in the totals.
         let mut delta = [0u64; 5];
         delta[ACCEPTED] = accepted;
         delta[BACKPRESSURED] = pkts.len() as u64;
         self.stats.add_all(delta);
+        // Before the publication too, so a panicking waker does not skip it; flows with
+        // staged packets are in flight (their `last` counts them), so it keeps them.
         let lanes = &self.lanes;
         self.flows
             .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
+        self.push_staged();
         Ok(accepted as usize)
     }
 

@@ -427,9 +427,11 @@ impl<T> Worker<T> {
         if self.ends.done.push(pkt).is_err() {
             unreachable!("done ring sized to the worker's credit cannot be full");
         }
-        self.ends.wake.notify();
+        // The hand-back is published: this worker's counts follow it before anything else
+        // runs (as in `done_burst`).
         self.held -= 1;
         self.handed += 1;
+        self.ends.wake.notify();
         Ok(())
     }
 
