@@ -244,14 +244,6 @@ pub fn with_release_batch<T>(
     build(capacity, start, Some(release_batch))
 }
 
-/// How far ahead of a burst the consumer asks for published items' lines (x86_64 only):
-/// 8 lines, 64 items of 8 bytes.
-#[cfg_attr(
-    not(all(target_arch = "x86_64", not(loom), not(miri))),
-    allow(dead_code)
-)]
-const PREFETCH_BYTES: usize = 512;
-
 /// The largest group in which single pops release their slots by default: 16 slots, two
 /// 64-byte lines of 8-byte items. Measured 2026-12-04 (single items, 1024-slot ring of
 /// `u64`, a tmp harness shaped as the report's, medians of 9 alternating runs): groups of
@@ -1103,31 +1095,6 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.load_available(want, true)
     }
 
-    /// Read-ahead for bursts: starts fetching the line [`PREFETCH_BYTES`] past the end of a
-    /// burst of `len` items from `head`, if that line holds items already published (`avail`
-    /// of them from `head`), so the next bursts find their items on the way instead of each
-    /// waiting for a line from the producer's core in turn. Never a slot the producer may
-    /// still write.
-    #[inline(always)]
-    fn prefetch_after(&self, len: usize, avail: usize) {
-        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-        if core::mem::size_of::<T>() != 0 {
-            let ahead = len + PREFETCH_BYTES / core::mem::size_of::<T>();
-            if ahead < avail {
-                // SAFETY: a prefetch is a hint: it never faults and changes nothing a
-                // program can observe; SSE is part of the x86_64 baseline. The address is a
-                // slot of this ring's allocation (the index is masked).
-                unsafe {
-                    core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                        self.slot(self.head.wrapping_add(ahead)).cast::<i8>(),
-                    );
-                }
-            }
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-        let _ = (len, avail);
-    }
-
     /// [`available_for`](Self::available_for), with the polite wait allowed or not.
     #[inline(always)]
     fn load_available(&mut self, want: usize, may_wait: bool) -> usize {
@@ -1299,9 +1266,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     #[inline]
     pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T, W> {
-        let avail = self.available_for(n);
-        let len = avail.min(n);
-        self.prefetch_after(len, avail);
+        let len = self.available_for(n).min(n);
         ReadChunk {
             consumer: self,
             len,
@@ -1373,9 +1338,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     pub fn pop_burst_into(&mut self, out: &mut Vec<T>, max: usize) -> usize {
         // One read of the producer's index (a second one, for `pop_burst_with`, would
         // find nothing new after a short burst and end the polite-polling streak).
-        let avail = self.available_for(max);
-        let n = avail.min(max);
-        self.prefetch_after(n, avail);
+        let n = self.available_for(max).min(max);
         let start = self.head;
         self.shared
             .tracker
@@ -1409,9 +1372,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     #[inline]
     pub fn pop_burst_with(&mut self, max: usize, f: impl FnMut(T)) -> usize {
-        let avail = self.available_for(max);
-        let n = avail.min(max);
-        self.prefetch_after(n, avail);
+        let n = self.available_for(max).min(max);
         self.take_with(n, f)
     }
 
