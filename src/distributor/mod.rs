@@ -1394,6 +1394,17 @@ where
         self.flows
             .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
         self.push_staged();
+        // The hand-backs published by now: their lines are asked for here, so that they
+        // travel from the workers' cores while the caller works between calls, and the
+        // next call's poll finds them near instead of waiting for each line in turn
+        // (`dist_1worker` on the 2-core test guest: +10-13% near, +30% far). One more read
+        // of each done ring's index per call; it moves the index line only if the worker
+        // published since the poll, which the next poll would have paid for instead.
+        for lane in &mut self.lanes {
+            if lane.active {
+                lane.done_rx.refresh_and_prefetch(64);
+            }
+        }
         Ok(accepted as usize)
     }
 

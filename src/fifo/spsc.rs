@@ -1140,6 +1140,48 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.load_available(usize::MAX, false)
     }
 
+    /// [`refresh`](Self::refresh), then asks for the lines of up to `max` of the items now
+    /// available (x86_64), so that a read of them later (the next poll of a thread that
+    /// polls many rings) finds them near. Only lines that hold published items (the
+    /// producer has finished writing those). A hint: nothing observable changes but the
+    /// cached view.
+    #[inline]
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    pub(crate) fn refresh_and_prefetch(&mut self, max: usize) -> usize {
+        let avail = self.refresh();
+        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        {
+            // Zero-sized items have no lines to ask for.
+            if let Some(per_line) = 64usize.checked_div(core::mem::size_of::<T>()) {
+                let per_line = per_line.max(1);
+                let n = avail.min(max);
+                let fetch = |k: usize| {
+                    // SAFETY: a prefetch is a hint: it never faults and changes nothing a
+                    // program can observe; SSE is part of the x86_64 baseline. The address
+                    // is a slot of this ring's allocation (masked index).
+                    unsafe {
+                        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                            self.slot(self.head.wrapping_add(k)).cast::<i8>(),
+                        );
+                    }
+                };
+                let mut k = 0;
+                while k < n {
+                    fetch(k);
+                    k += per_line;
+                }
+                // The last item's line, which the steps above miss when `head` is not at
+                // the start of a line.
+                if n > 0 {
+                    fetch(n - 1);
+                }
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+        let _ = max;
+        avail
+    }
+
     #[inline(always)]
     fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
         // SAFETY: `index & mask` is below the slot count: in bounds of the allocation.
@@ -2313,6 +2355,28 @@ mod tests {
         }
         assert_eq!(next_in, next_out);
         assert!(next_in > 20, "the indices crossed usize::MAX");
+    }
+
+    /// The distributor's read-ahead of hand-backs: it reads the producer's index into the
+    /// cached view and changes nothing else (no release, no item moved), `max` bounds only
+    /// the hint, and the items then pop in order, across the index wrap and the ring's end.
+    #[test]
+    fn refresh_and_prefetch_only_reads_the_index() {
+        let (mut tx, mut rx) = with_start_index::<u64>(8, usize::MAX - 2).unwrap();
+        assert_eq!(rx.refresh_and_prefetch(64), 0);
+        assert_eq!(tx.push_burst(&[1, 2, 3, 4, 5]), 5);
+        assert_eq!(rx.refresh_and_prefetch(2), 5);
+        assert_eq!(rx.cached_tail.wrapping_sub(rx.head), 5, "the cached view");
+        assert_eq!(rx.stores, 0, "nothing released");
+        assert_eq!(tx.len(), 5, "nothing taken");
+        let mut out = [0u64; 8];
+        assert_eq!(rx.pop_burst(&mut out), 5);
+        assert_eq!(out[..5], [1, 2, 3, 4, 5]);
+        assert_eq!(tx.push_burst(&[6, 7, 8, 9, 10, 11, 12, 13]), 8);
+        assert_eq!(rx.refresh_and_prefetch(64), 8);
+        assert_eq!(rx.pop_burst(&mut out), 8);
+        assert_eq!(out, [6, 7, 8, 9, 10, 11, 12, 13]);
+        assert_eq!(rx.refresh_and_prefetch(64), 0);
     }
 
     #[test]
