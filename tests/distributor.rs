@@ -1241,4 +1241,6 @@ fn a_pick_left_by_a_panicking_tag_is_not_reused_after_completions() {
         [(3, 99), (4, 11)],
         "new flows go to the least loaded worker"
     );
+    // Flow 2's packet, routed by the call `tag` cut short, counts as accepted once.
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(6));
 }

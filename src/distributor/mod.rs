@@ -1284,15 +1284,25 @@ where
         {
             /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
             /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the
-            /// packets already routed are staged and go out with the next call).
+            /// packets already routed are staged and go out with the next call, and are
+            /// counted as accepted here: the call's own count below never runs then).
             struct PutBack<'a, T> {
                 base: *const T,
                 next: usize,
                 len: usize,
                 pkts: &'a mut Vec<T>,
+                stats: &'a mut GroupHandle<5>,
+                /// Set once the pass ran to its end (the call then counts for itself).
+                finished: bool,
             }
             impl<T> Drop for PutBack<'_, T> {
                 fn drop(&mut self) {
+                    if !self.finished {
+                        // Cut short by a panic: of the `next` packets taken, those not
+                        // back on `pkts` (which held none at the start) were routed.
+                        let routed = self.next - self.pkts.len();
+                        self.stats.add(ACCEPTED, routed as u64);
+                    }
                     while self.next < self.len {
                         // SAFETY: `[next, len)` are initialised packets this guard owns
                         // (the input `Vec`'s length was set to 0); each is moved out once.
@@ -1311,6 +1321,8 @@ where
                 next: 0,
                 len,
                 pkts,
+                stats: &mut self.stats,
+                finished: false,
             };
             let mut kept_old = 0;
             // Whether any packet may have to wait (checked once here). An unfiltered pass
@@ -1375,6 +1387,7 @@ where
                 }
             }
             *pick = router.pick;
+            g.finished = true;
             // Every packet taken was routed or went back onto `pkts` (empty at the start).
             accepted = (len - g.pkts.len()) as u64;
             *old = kept_old;

@@ -1140,11 +1140,13 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.load_available(usize::MAX, false)
     }
 
-    /// [`refresh`](Self::refresh), then asks for the lines of up to `max` of the items now
-    /// available (x86_64), so that a read of them later (the next poll of a thread that
-    /// polls many rings) finds them near. Only lines that hold published items (the
-    /// producer has finished writing those). A hint: nothing observable changes but the
-    /// cached view.
+    /// [`refresh`](Self::refresh) (which releases slots single pops left pending, as
+    /// every read of the producer's index does), then asks for the lines of up to `max` of
+    /// the items now available (x86_64; the first line of an item larger than a line), so
+    /// that a read of them later (the next poll of a thread that polls many rings) finds
+    /// them near. Only lines that hold published items; the last of them may also hold
+    /// slots the producer has yet to write, which it then takes back on its next write.
+    /// The prefetch is a hint: nothing observable changes beyond what `refresh` does.
     #[inline]
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) fn refresh_and_prefetch(&mut self, max: usize) -> usize {
