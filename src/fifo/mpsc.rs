@@ -133,7 +133,7 @@ use crossbeam_utils::CachePadded;
 use super::Wait;
 use super::{CapacityError, NoWait, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::sync::{AccessTracker, Arc};
+use crate::sync::{AccessTracker, Arc, HandleArc};
 #[cfg(feature = "std")]
 use crate::wait::{self, PushWaitError, Sleepers, WaitError, WaitStrategy};
 use alloc::boxed::Box;
@@ -327,7 +327,7 @@ fn build_with<T, W: WaitMode>(
         _owns: PhantomData,
     });
     let producer = Producer {
-        shared: Arc::clone(&shared),
+        shared: HandleArc::new(Arc::clone(&shared)),
         cached_head: start,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
@@ -336,7 +336,7 @@ fn build_with<T, W: WaitMode>(
         _mode: PhantomData,
     };
     let consumer = Consumer {
-        shared,
+        shared: HandleArc::new(shared),
         head: start,
         valid_end: start,
         run_end: start,
@@ -554,7 +554,8 @@ impl<T> Drop for Shared<T> {
 /// assert_eq!(tx.len(), 1);
 /// ```
 pub struct Producer<T, W: WaitMode = NoWait> {
-    shared: Arc<Shared<T>>,
+    /// The ring's shared state (a [`HandleArc`]: see why there).
+    shared: HandleArc<Shared<T>>,
     /// Last value of `head` this handle read.
     cached_head: u64,
     /// How `push_wait` waits.
@@ -574,7 +575,7 @@ impl<T, W: WaitMode> Clone for Producer<T, W> {
         // pairs with the Release decrement in Drop.
         self.shared.cold.producers.fetch_add(1, Ordering::Relaxed);
         Producer {
-            shared: Arc::clone(&self.shared),
+            shared: self.shared.clone(),
             cached_head: self.cached_head,
             #[cfg(feature = "std")]
             strategy: self.strategy,
@@ -1068,7 +1069,8 @@ impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
 /// ```
 #[repr(align(128))]
 pub struct Consumer<T, W: WaitMode = NoWait> {
-    shared: Arc<Shared<T>>,
+    /// The ring's shared state (a [`HandleArc`]: see why there).
+    shared: HandleArc<Shared<T>>,
     /// Next index to consume.
     head: u64,
     /// End of the items of the current run (`head <= valid_end`).

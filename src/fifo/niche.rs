@@ -86,7 +86,7 @@ use crossbeam_utils::CachePadded;
 
 use super::CapacityError;
 use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use crate::sync::Arc;
+use crate::sync::{Arc, HandleArc};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
@@ -463,13 +463,13 @@ pub fn channel<T: Niche>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), 
             slots: first,
             mask: slots - 1,
             tail: 0,
-            shared: shared.clone(),
+            shared: HandleArc::new(shared.clone()),
         },
         Consumer {
             slots: first,
             mask: slots - 1,
             head: 0,
-            shared,
+            shared: HandleArc::new(shared),
         },
     ))
 }
@@ -520,7 +520,8 @@ pub struct Producer<T: Niche> {
     mask: usize,
     /// Position of the next push (private: never published).
     tail: usize,
-    shared: Arc<Shared<T>>,
+    /// The ring's shared state (a [`HandleArc`]: see why there).
+    shared: HandleArc<Shared<T>>,
 }
 
 // SAFETY: the producer hands `T`s to the consumer's thread, so `T: Send` suffices; it is
@@ -542,7 +543,8 @@ pub struct Consumer<T: Niche> {
     mask: usize,
     /// Position of the next pop (private: never published).
     head: usize,
-    shared: Arc<Shared<T>>,
+    /// The ring's shared state (a [`HandleArc`]: see why there).
+    shared: HandleArc<Shared<T>>,
 }
 
 // SAFETY: as for `Producer`.

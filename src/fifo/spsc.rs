@@ -166,7 +166,7 @@ use super::polite::{self, Polite};
 use super::Wait;
 use super::{CapacityError, NoWait, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::sync::{AccessTracker, Arc};
+use crate::sync::{AccessTracker, Arc, HandleArc};
 #[cfg(feature = "std")]
 use crate::wait::{self, PushWaitError, Sleepers, WaitError, WaitStrategy};
 use alloc::vec::Vec;
@@ -317,7 +317,7 @@ pub fn build<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
-        shared: Arc::clone(&shared),
+        shared: HandleArc::new(Arc::clone(&shared)),
         _mode: PhantomData,
         #[cfg(test)]
         stores: 0,
@@ -336,7 +336,7 @@ pub fn build<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
-        shared,
+        shared: HandleArc::new(shared),
         _mode: PhantomData,
         #[cfg(test)]
         stores: 0,
@@ -428,7 +428,8 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
-    shared: Arc<Shared<T>>,
+    /// The ring's shared state (a [`HandleArc`]: see why there).
+    shared: HandleArc<Shared<T>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
     /// Stores of `tail` so far (unit tests check that nothing is rewritten in vain).
@@ -474,7 +475,8 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
-    shared: Arc<Shared<T>>,
+    /// The ring's shared state (a [`HandleArc`]: see why there).
+    shared: HandleArc<Shared<T>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
     /// Stores of `head` so far (unit tests check that nothing is rewritten in vain).
@@ -1087,6 +1089,32 @@ impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
     }
 }
 
+/// A read of the producer's index `tail` that may wait politely first: with nothing left
+/// in the cached view (`nothing_left`), if this end trails a streaming producer, it lets the
+/// producer publish more before the read moves its index line (see "Polite polling").
+/// Returns the new polite state and the index read.
+///
+/// Out of line and by value: the consumer's fields stay in registers in a caller's loop only
+/// while nothing out of line gets the consumer's address (see `sync::HandleArc`), and this
+/// path is too large to inline into every `pop`.
+#[inline(never)]
+fn polite_read(
+    mut polite: Polite,
+    tail: &AtomicUsize,
+    cached_tail: usize,
+    nothing_left: bool,
+) -> (Polite, usize) {
+    let waited = nothing_left && polite.should_wait();
+    if waited {
+        polite::wait();
+    }
+    // Acquire: pairs with the producer's Release store of `tail`, so its slot writes are
+    // visible before the consumer reads them.
+    let t = tail.load(Ordering::Acquire);
+    polite.observe(t.wrapping_sub(cached_tail), waited, nothing_left);
+    (polite, t)
+}
+
 impl<T, W: WaitMode> Consumer<T, W> {
     /// Items available, reloading the producer's index only if the cached view has fewer
     /// than `want`.
@@ -1117,16 +1145,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
             self.cached_tail = self.shared.tail.load(Ordering::Acquire);
             return self.cached_tail.wrapping_sub(self.head);
         }
-        // Nothing left to take: if this end trails a streaming producer, let it publish
-        // more before this read moves its index line (see "Polite polling").
-        let waited = avail == 0 && self.polite.should_wait();
-        if waited {
-            polite::wait();
-        }
-        // Acquire: as above.
-        let tail = self.shared.tail.load(Ordering::Acquire);
-        self.polite
-            .observe(tail.wrapping_sub(self.cached_tail), waited, avail == 0);
+        let (polite, tail) =
+            polite_read(self.polite, &self.shared.tail, self.cached_tail, avail == 0);
+        self.polite = polite;
         self.cached_tail = tail;
         self.cached_tail.wrapping_sub(self.head)
     }
