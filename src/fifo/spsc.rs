@@ -169,6 +169,7 @@ use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc, HandleArc};
 #[cfg(feature = "std")]
 use crate::wait::{self, PushWaitError, Sleepers, WaitError, WaitStrategy};
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 #[cfg(feature = "std")]
 use std::time::Duration;
@@ -328,7 +329,8 @@ pub fn build<T, W: WaitMode>(
         head: start,
         cached_tail: start,
         released: start,
-        polite: Polite::new(),
+        release_at: start,
+        polite: Box::new(Polite::new()),
         polite_mode: PolitePolling::default(),
         polite_min: PolitePolling::default().min_want(core::mem::size_of::<T>()),
         release_batch,
@@ -460,10 +462,15 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// The `head` value last stored to the shared line; single pops leave `head` ahead of
     /// it by less than `release_batch`.
     released: usize,
+    /// The `head` at which a single pop next releases: the earlier of `released +
+    /// release_batch` and `cached_tail` (the last item this end knows of), so a pop makes
+    /// one comparison. Re-armed at each release and each read of `tail`.
+    release_at: usize,
     /// Single pops release their slots in groups of this many (1: every pop).
     release_batch: usize,
-    /// When a read of `tail` waits first (see "Polite polling").
-    polite: Polite,
+    /// When a read of `tail` waits first (see "Polite polling"). On the heap so that the
+    /// out-of-line polite read gets its address, not this end's (see `polite_read`).
+    polite: Box<Polite>,
     /// Which reads may wait politely.
     polite_mode: PolitePolling,
     /// The fewest items a read must ask for to wait politely: `polite_mode`'s
@@ -1092,18 +1099,19 @@ impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
 /// A read of the producer's index `tail` that may wait politely first: with nothing left
 /// in the cached view (`nothing_left`), if this end trails a streaming producer, it lets the
 /// producer publish more before the read moves its index line (see "Polite polling").
-/// Returns the new polite state and the index read.
+/// Returns the index read.
 ///
-/// Out of line and by value: the consumer's fields stay in registers in a caller's loop only
-/// while nothing out of line gets the consumer's address (see `sync::HandleArc`), and this
-/// path is too large to inline into every `pop`.
+/// Out of line, and given the polite state on the heap (the consumer's `Box`), not the
+/// consumer: the consumer's fields stay in registers in a caller's loop only while nothing
+/// out of line gets the consumer's address (see `sync::HandleArc`), and inlined, this path
+/// made every `pop` large enough that a caller's loop around it was no longer inlined.
 #[inline(never)]
 fn polite_read(
-    mut polite: Polite,
+    polite: &mut Polite,
     tail: &AtomicUsize,
     cached_tail: usize,
     nothing_left: bool,
-) -> (Polite, usize) {
+) -> usize {
     let waited = nothing_left && polite.should_wait();
     if waited {
         polite::wait();
@@ -1112,7 +1120,7 @@ fn polite_read(
     // visible before the consumer reads them.
     let t = tail.load(Ordering::Acquire);
     polite.observe(t.wrapping_sub(cached_tail), waited, nothing_left);
-    (polite, t)
+    t
 }
 
 impl<T, W: WaitMode> Consumer<T, W> {
@@ -1143,12 +1151,16 @@ impl<T, W: WaitMode> Consumer<T, W> {
             // Acquire: pairs with the producer's Release store of `tail`, so its slot writes
             // are visible before this end reads them.
             self.cached_tail = self.shared.tail.load(Ordering::Acquire);
+            self.rearm();
             return self.cached_tail.wrapping_sub(self.head);
         }
-        let (polite, tail) =
-            polite_read(self.polite, &self.shared.tail, self.cached_tail, avail == 0);
-        self.polite = polite;
-        self.cached_tail = tail;
+        self.cached_tail = polite_read(
+            &mut self.polite,
+            &self.shared.tail,
+            self.cached_tail,
+            avail == 0,
+        );
+        self.rearm();
         self.cached_tail.wrapping_sub(self.head)
     }
 
@@ -1223,9 +1235,17 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
     }
 
+    /// Sets `release_at` from `released` and `cached_tail` (see the field).
+    #[inline(always)]
+    fn rearm(&mut self) {
+        let known = self.cached_tail.wrapping_sub(self.released);
+        self.release_at = self.released.wrapping_add(known.min(self.release_batch));
+    }
+
     #[inline(always)]
     fn publish_head(&mut self) {
         self.released = self.head;
+        self.rearm();
         #[cfg(test)]
         {
             self.stores += 1;
@@ -1246,11 +1266,11 @@ impl<T, W: WaitMode> Consumer<T, W> {
     #[inline(always)]
     fn consume_one(&mut self) {
         self.head = self.head.wrapping_add(1);
-        // Also release when this pop took the last item this end knows of: a consumer that
-        // pops what it saw and then waits for something else leaves nothing pending.
-        if self.head.wrapping_sub(self.released) >= self.release_batch
-            || self.head == self.cached_tail
-        {
+        // `release_batch` pops after the last release, or this pop took the last item this
+        // end knows of (a consumer that pops what it saw and then waits for something else
+        // leaves nothing pending), whichever comes first: `release_at` is kept at that
+        // point, between `head` and `cached_tail`, by every release and read of `tail`.
+        if self.head == self.release_at {
             self.publish_head();
         }
     }
