@@ -921,6 +921,8 @@ impl<T, W: WaitMode> Drop for Producer<T, W> {
 
 /// What dropping a [`Producer`] does, given its share of the ring.
 #[inline(never)]
+// `W` says whether to wake a sleeper, which only a build with `std` can have.
+#[cfg_attr(not(feature = "std"), allow(clippy::extra_unused_type_parameters))]
 fn producer_gone<T, W: WaitMode>(shared: HandleArc<Shared<T>>) {
     // Release: everything this end published happens before a consumer that sees the flag
     // (it then reads the final `tail`).
@@ -1819,6 +1821,8 @@ impl<T, W: WaitMode> Drop for Consumer<T, W> {
 /// What dropping a [`Consumer`] does, given its share of the ring, its index and the index
 /// last released.
 #[inline(never)]
+// `W` says whether to wake a sleeper, which only a build with `std` can have.
+#[cfg_attr(not(feature = "std"), allow(clippy::extra_unused_type_parameters))]
 fn consumer_gone<T, W: WaitMode>(shared: HandleArc<Shared<T>>, head: usize, released: usize) {
     // The final index: `Shared::drop` drops what lies between it and `tail`.
     if head != released {
