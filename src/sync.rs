@@ -89,8 +89,9 @@ impl<T> core::ops::Deref for HandleArc<T> {
     type Target = T;
     #[inline(always)]
     fn deref(&self) -> &T {
-        // SAFETY: the strong count this handle owns keeps the value alive, and an `Arc`'s
-        // value is only ever shared (never `&mut`) while more than one count exists.
+        // SAFETY: the strong count this handle owns keeps the value alive, and nothing
+        // forms a `&mut T` to an `Arc` handed to a `HandleArc` (no `get_mut`, `make_mut` or
+        // `try_unwrap` on them anywhere in the crate), so shared references are all there is.
         unsafe { self.ptr.as_ref() }
     }
 }

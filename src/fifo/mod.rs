@@ -846,3 +846,32 @@ mod tests {
         );
     }
 }
+
+/// The ends move to their threads with their items and are never shared between threads
+/// (the MPSC producer is `Clone` and `Sync` instead): checked at compile time, so that a
+/// change to the handles' fields (their share of the ring is a `sync::HandleArc`) cannot
+/// loosen or tighten these bounds unnoticed.
+#[cfg(test)]
+mod auto_traits {
+    use super::{mpsc, niche, spsc};
+    use alloc::{boxed::Box, rc::Rc};
+    use core::ptr::NonNull;
+    use static_assertions::{assert_impl_all, assert_not_impl_any};
+
+    assert_impl_all!(spsc::Producer<u8>: Send);
+    assert_impl_all!(spsc::Consumer<u8>: Send);
+    assert_not_impl_any!(spsc::Producer<u8>: Sync);
+    assert_not_impl_any!(spsc::Consumer<u8>: Sync);
+    assert_not_impl_any!(spsc::Producer<Rc<u8>>: Send);
+    assert_not_impl_any!(spsc::Consumer<Rc<u8>>: Send);
+    assert_impl_all!(mpsc::Producer<u8>: Send, Sync, Clone);
+    assert_impl_all!(mpsc::Consumer<u8>: Send);
+    assert_not_impl_any!(mpsc::Producer<Rc<u8>>: Send, Sync);
+    assert_not_impl_any!(mpsc::Consumer<Rc<u8>>: Send);
+    assert_impl_all!(niche::Producer<Box<u8>>: Send);
+    assert_impl_all!(niche::Consumer<Box<u8>>: Send);
+    assert_not_impl_any!(niche::Producer<Box<u8>>: Sync);
+    assert_not_impl_any!(niche::Consumer<Box<u8>>: Sync);
+    assert_not_impl_any!(niche::Producer<NonNull<u8>>: Send);
+    assert_not_impl_any!(niche::Consumer<NonNull<u8>>: Send);
+}

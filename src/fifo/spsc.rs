@@ -1808,10 +1808,6 @@ impl<T, W: WaitMode> Drop for Consumer<T, W> {
     /// One out-of-line call with the values it needs, as `Producer`'s drop.
     #[inline]
     fn drop(&mut self) {
-        #[cfg(test)]
-        {
-            self.stores += usize::from(self.head != self.released);
-        }
         // SAFETY: taken once, here, and the field is not used again.
         let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
         consumer_gone::<T, W>(shared, self.head, self.released);
