@@ -2,7 +2,7 @@
 //! compared implementations, medians, and the output format of DESIGN.md ("The benchmark
 //! report"): `name value unit` lines, then `ratio_<scenario>_<a>_vs_<b> value x` lines.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,18 @@ pub fn probe_rtt_ns() -> f64 {
     elapsed.as_nanos() as f64 / rounds.max(1) as f64
 }
 
+/// The repetition of the scenario now running (0-based). Scenarios that vary their memory
+/// layout from one repetition to the next read it (`spsc::layout`); every implementation
+/// of a repetition sees the same value.
+static REPETITION: AtomicUsize = AtomicUsize::new(0);
+
+/// See [`REPETITION`].
+pub fn repetition() -> usize {
+    // Relaxed: written by the main thread before it starts a repetition's threads (the
+    // spawn orders it), read by the main thread or the threads it spawns.
+    REPETITION.load(Ordering::Relaxed)
+}
+
 /// One figure an implementation produces per repetition.
 #[derive(Clone, Copy)]
 pub struct Metric {
@@ -201,7 +213,9 @@ impl Report {
         self.rows.push((name, value, unit));
     }
 
-    /// Runs `impls` alternately (A B A B ...) `reps` times each, prints the median of every
+    /// Runs `impls` alternately `reps` times each, in the listed order in even repetitions
+    /// and in reverse in odd ones (A B C, C B A, ...), so that no implementation always
+    /// runs first or right after the same one; prints the median of every
     /// metric, then the ratio of the headline metric (metrics[0]) for each pair in
     /// `ratios`, oriented so that above 1 means the first impl wins. Prints the placement
     /// probe before and after.
@@ -218,9 +232,15 @@ impl Report {
         let before = probe_rtt_ns();
         self.emit("probe_rtt_ns".into(), before, "ns");
         let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); metrics.len()]; impls.len()];
-        for _ in 0..self.reps {
-            for (i, (_, run)) in impls.iter_mut().enumerate() {
-                let values = run();
+        for rep in 0..self.reps {
+            // Relaxed: see `repetition`.
+            REPETITION.store(rep, Ordering::Relaxed);
+            let mut order: Vec<usize> = (0..impls.len()).collect();
+            if rep % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let values = (impls[i].1)();
                 assert_eq!(values.len(), metrics.len());
                 for (m, v) in values.into_iter().enumerate() {
                     samples[i][m].push(v);

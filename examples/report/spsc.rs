@@ -20,6 +20,17 @@
 //! `flowline_niche` is the index-free ring (`fifo::niche`, `NonZeroU64` items: item `v`
 //! travels as `v + 1`) in the same scenarios, single `push`/`pop` at burst 1 and its
 //! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
+//!
+//! **Layouts.** Throughput of a ring at a fixed burst depends on where its bursts fall
+//! relative to cache lines, in the ring and in the caller's buffers: measured on the
+//! project's 2-vCPU guest (2026-12-05), bursts of 32 moved 0.95x to 2.0x rtrb's figure
+//! from one layout to another, and each ring has its own slow layouts. One layout is one
+//! sample of that spread, so the ring scenarios move through [`LAYOUTS`], one per
+//! repetition (every implementation of a repetition gets the same one): before its run
+//! each ring is advanced by the layout's first number of items (pushed and popped one at a
+//! time), and the harness's burst buffers start that layout's second number of items past
+//! a 128-byte boundary. `--reps 8` runs each layout once. `REPORT_LAYOUT=a,o` fixes one
+//! layout for every repetition (`REPORT_LAYOUT=0,0`: fresh rings, line-aligned buffers).
 
 use std::collections::VecDeque;
 use std::hint::spin_loop;
@@ -32,9 +43,67 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use flowline::fifo::spsc::PolitePolling;
 
-use crate::harness::{pair, tsc, tsc_per_ns, Impl, Metric, Report};
+use crate::harness::{pair, repetition, tsc, tsc_per_ns, Impl, Metric, Report};
 
 pub const RING: usize = 1024;
+
+/// (items each ring is advanced by before a run, offset in items of the burst buffers from
+/// a 128-byte boundary), one per repetition in this order (see "Layouts" in the module
+/// docs). Every advance and every offset appears twice, and so does every difference
+/// between the two (mod 8 items, a 64-byte line).
+pub const LAYOUTS: [(usize, usize); 8] = [
+    (0, 0),
+    (2, 4),
+    (4, 2),
+    (6, 6),
+    (0, 4),
+    (2, 0),
+    (4, 6),
+    (6, 2),
+];
+
+/// The layout of the repetition now running: `REPORT_LAYOUT=a,o` if set, else
+/// [`LAYOUTS`] in turn. Exits with a message on a malformed `REPORT_LAYOUT`.
+pub fn layout() -> (usize, usize) {
+    static FIXED: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    let fixed = FIXED.get_or_init(|| {
+        let v = std::env::var("REPORT_LAYOUT").ok()?;
+        let parsed = v.split_once(',').and_then(|(a, o)| {
+            let (a, o) = (a.trim().parse().ok()?, o.trim().parse().ok()?);
+            (o <= BUF_PAD).then_some((a, o))
+        });
+        if parsed.is_none() {
+            eprintln!(
+                "REPORT_LAYOUT={v}: expected `advance,offset` in items, offset at most {BUF_PAD}"
+            );
+            std::process::exit(2);
+        }
+        parsed
+    });
+    fixed.unwrap_or(LAYOUTS[repetition() % LAYOUTS.len()])
+}
+
+/// Items of room after a burst buffer's 32 for its layout offset.
+const BUF_PAD: usize = 16;
+
+/// A burst buffer that can start at any item offset from a 128-byte boundary.
+#[repr(align(128))]
+struct BurstBuf([u64; 32 + BUF_PAD]);
+
+/// Advances a fresh ring by `k` items, one push and one pop at a time, so that its next
+/// burst starts `k` slots into its buffer (see "Layouts").
+fn advance<P, C>(
+    tx: &mut P,
+    rx: &mut C,
+    k: usize,
+    push: impl Fn(&mut P, u64) -> bool,
+    pop: impl Fn(&mut C) -> Option<u64>,
+) {
+    for i in 0..k as u64 {
+        assert!(push(tx, i), "advancing an empty ring");
+        assert_eq!(pop(rx), Some(i), "advancing an empty ring");
+    }
+}
 
 /// Runs one repetition: `produce` gets the batch to send, `consume` returns how many it
 /// took into the buffer; returns Mitems/s from the common start to the consumer's last item.
@@ -43,9 +112,11 @@ where
     P: FnMut(&[u64]) -> usize + Send,
     C: FnMut(&mut [u64]) -> usize + Send,
 {
+    let off = layout().1;
     let (_, (elapsed, sum)) = pair(
         move || {
-            let mut buf = [0u64; 32];
+            let mut storage = BurstBuf([0; 32 + BUF_PAD]);
+            let buf = &mut storage.0[off..off + 32];
             let mut i = 0u64;
             while i < n {
                 let k = (burst as u64).min(n - i) as usize;
@@ -64,8 +135,9 @@ where
             }
         },
         move || {
+            let mut storage = BurstBuf([0; 32 + BUF_PAD]);
+            let buf = &mut storage.0[off..off + 32];
             let t = Instant::now();
-            let mut buf = [0u64; 32];
             let mut got = 0u64;
             let mut sum = 0u64;
             while got < n {
@@ -88,8 +160,7 @@ where
 /// `fifo::spsc` at `burst`, with polite polling in `mode` (the ring's default:
 /// `LargeReads`, which pauses reads of 32 `u64`s and not those of 8).
 pub fn flowline(n: u64, burst: usize, mode: PolitePolling) -> f64 {
-    let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
-    rx.set_polite(mode);
+    let (mut tx, mut rx) = flowline_ring(mode);
     if burst == 1 {
         measure(
             n,
@@ -207,11 +278,34 @@ pub fn single<P: Send, C: Send>(
 /// Single items; `polite`: polite polling on for every read (else the default, under which
 /// single pops of `u64`s never pause).
 pub fn flowline_single(n: u64, placement: Placement, polite: bool) -> f64 {
-    let (tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
-    if polite {
-        rx.set_polite(PolitePolling::On);
-    }
+    let mode = if polite {
+        PolitePolling::On
+    } else {
+        PolitePolling::default()
+    };
+    let (tx, rx) = flowline_ring(mode);
     single(n, tx, rx, placement, |t, v| t.push(v).is_ok(), |r| r.pop())
+}
+
+/// A `fifo::spsc` ring of [`RING`] slots with polite polling in `mode`, advanced as the
+/// repetition's layout says (its pops' lazy release published, as a fresh ring's).
+fn flowline_ring(
+    mode: PolitePolling,
+) -> (
+    flowline::fifo::spsc::Producer<u64>,
+    flowline::fifo::spsc::Consumer<u64>,
+) {
+    let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
+    rx.set_polite(mode);
+    advance(
+        &mut tx,
+        &mut rx,
+        layout().0,
+        |t, v| t.push(v).is_ok(),
+        |r| r.pop(),
+    );
+    rx.release_pending();
+    (tx, rx)
 }
 
 /// Item `v` as the non-zero value the index-free ring carries, and back.
@@ -219,8 +313,24 @@ fn nz(v: u64) -> NonZeroU64 {
     NonZeroU64::MIN.saturating_add(v)
 }
 
+/// A `fifo::niche` ring of [`RING`] slots, advanced as the repetition's layout says.
+fn niche_ring() -> (
+    flowline::fifo::niche::Producer<NonZeroU64>,
+    flowline::fifo::niche::Consumer<NonZeroU64>,
+) {
+    let (mut tx, mut rx) = flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
+    advance(
+        &mut tx,
+        &mut rx,
+        layout().0,
+        |t, v| t.push(nz(v)).is_ok(),
+        |r| r.pop().map(|v| v.get() - 1),
+    );
+    (tx, rx)
+}
+
 pub fn niche_single(n: u64, placement: Placement) -> f64 {
-    let (tx, rx) = flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
+    let (tx, rx) = niche_ring();
     single(
         n,
         tx,
@@ -234,7 +344,7 @@ pub fn niche_single(n: u64, placement: Placement) -> f64 {
 /// The index-free ring at bursts of 8 and 32: its burst forms (one slot read decides a
 /// whole burst that fits), with the items converted to and from their non-zero form.
 pub fn niche(n: u64, burst: usize) -> f64 {
-    let (mut tx, mut rx) = flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
+    let (mut tx, mut rx) = niche_ring();
     measure(
         n,
         burst,
@@ -256,8 +366,21 @@ pub fn niche(n: u64, burst: usize) -> f64 {
     )
 }
 
+/// An rtrb ring of [`RING`] slots, advanced as the repetition's layout says.
+fn rtrb_ring() -> (rtrb::Producer<u64>, rtrb::Consumer<u64>) {
+    let (mut tx, mut rx) = rtrb::RingBuffer::<u64>::new(RING);
+    advance(
+        &mut tx,
+        &mut rx,
+        layout().0,
+        |t, v| t.push(v).is_ok(),
+        |r| r.pop().ok(),
+    );
+    (tx, rx)
+}
+
 pub fn rtrb_single(n: u64, placement: Placement) -> f64 {
-    let (tx, rx) = rtrb::RingBuffer::<u64>::new(RING);
+    let (tx, rx) = rtrb_ring();
     single(
         n,
         tx,
@@ -429,7 +552,7 @@ pub fn raw(n: u64) -> f64 {
 }
 
 fn rtrb(n: u64, burst: usize) -> f64 {
-    let (mut tx, mut rx) = rtrb::RingBuffer::<u64>::new(RING);
+    let (mut tx, mut rx) = rtrb_ring();
     if burst == 1 {
         return measure(
             n,
