@@ -13,7 +13,9 @@
 //! CPU 1 cache-line round trip) before and after each scenario; then a table. Threads are
 //! pinned to CPU 0 and CPU 1; compared implementations alternate within a scenario and the
 //! printed value is the median of the repetitions. `--quick` shrinks every loop (a smoke
-//! run for CI, not a measurement).
+//! run for CI, not a measurement). The ring scenarios (`spsc_r1024_*`, and the `mpsc`
+//! ones' burst buffers) move through 8 memory layouts, one per repetition (`--reps 8`
+//! runs each once; `REPORT_LAYOUT=a,o` fixes one: see `spsc.rs`).
 
 mod cell;
 mod counter;
@@ -61,6 +63,7 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!("usage: report [--quick] [--reps N] [--threads 2,4,..] [FILTER...]");
+                println!("env: REPORT_CPUS=a,b,.. (CPUs to pin to), REPORT_LAYOUT=advance,offset (one ring layout)");
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32 spsc_pingpong");

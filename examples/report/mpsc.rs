@@ -8,10 +8,11 @@ use std::hint::spin_loop;
 use std::time::{Duration, Instant};
 
 use crate::harness::{pin, Impl, Metric, Report, CPU_A, CPU_B};
-use crate::spsc::{self, measure, RING};
+use crate::spsc::{self, advance, measure, RING};
 
 fn flowline(n: u64, burst: usize) -> f64 {
     let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u64>(RING).unwrap();
+    advance(|v| tx.push(v).is_ok(), || rx.pop());
     if burst == 1 {
         measure(
             n,

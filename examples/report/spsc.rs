@@ -25,11 +25,11 @@
 //! relative to cache lines, in the ring and in the caller's buffers: measured on the
 //! project's 2-vCPU guest (2026-12-05), bursts of 32 moved 0.95x to 2.0x rtrb's figure
 //! from one layout to another, and each ring has its own slow layouts. One layout is one
-//! sample of that spread, so the ring scenarios move through [`LAYOUTS`], one per
-//! repetition (every implementation of a repetition gets the same one): before its run
-//! each ring is advanced by the layout's first number of items (pushed and popped one at a
-//! time), and the harness's burst buffers start that layout's second number of items past
-//! a 128-byte boundary. `--reps 8` runs each layout once. `REPORT_LAYOUT=a,o` fixes one
+//! sample of that spread, so the ring scenarios (and the `mpsc` ones, which share
+//! [`measure`]) move through [`LAYOUTS`], one per repetition (every implementation of a
+//! repetition gets the same one): before its run each ring or queue is advanced by the
+//! layout's first number of items (pushed and popped one at a time), and the harness's
+//! burst buffers start that layout's second number of items past a 128-byte boundary. `--reps 8` runs each layout once. `REPORT_LAYOUT=a,o` fixes one
 //! layout for every repetition (`REPORT_LAYOUT=0,0`: fresh rings, line-aligned buffers).
 
 use std::collections::VecDeque;
@@ -90,18 +90,13 @@ const BUF_PAD: usize = 16;
 #[repr(align(128))]
 struct BurstBuf([u64; 32 + BUF_PAD]);
 
-/// Advances a fresh ring by `k` items, one push and one pop at a time, so that its next
-/// burst starts `k` slots into its buffer (see "Layouts").
-fn advance<P, C>(
-    tx: &mut P,
-    rx: &mut C,
-    k: usize,
-    push: impl Fn(&mut P, u64) -> bool,
-    pop: impl Fn(&mut C) -> Option<u64>,
-) {
-    for i in 0..k as u64 {
-        assert!(push(tx, i), "advancing an empty ring");
-        assert_eq!(pop(rx), Some(i), "advancing an empty ring");
+/// Advances a fresh ring by the repetition's layout (see "Layouts"): that many items, one
+/// `push` and one `pop` at a time, so that its next burst starts that many slots into its
+/// buffer.
+pub fn advance(mut push: impl FnMut(u64) -> bool, mut pop: impl FnMut() -> Option<u64>) {
+    for i in 0..layout().0 as u64 {
+        assert!(push(i), "advancing an empty ring");
+        assert_eq!(pop(), Some(i), "advancing an empty ring");
     }
 }
 
@@ -297,13 +292,7 @@ fn flowline_ring(
 ) {
     let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u64>(RING).unwrap();
     rx.set_polite(mode);
-    advance(
-        &mut tx,
-        &mut rx,
-        layout().0,
-        |t, v| t.push(v).is_ok(),
-        |r| r.pop(),
-    );
+    advance(|v| tx.push(v).is_ok(), || rx.pop());
     rx.release_pending();
     (tx, rx)
 }
@@ -319,13 +308,7 @@ fn niche_ring() -> (
     flowline::fifo::niche::Consumer<NonZeroU64>,
 ) {
     let (mut tx, mut rx) = flowline::fifo::niche::channel::<NonZeroU64>(RING).unwrap();
-    advance(
-        &mut tx,
-        &mut rx,
-        layout().0,
-        |t, v| t.push(nz(v)).is_ok(),
-        |r| r.pop().map(|v| v.get() - 1),
-    );
+    advance(|v| tx.push(nz(v)).is_ok(), || rx.pop().map(|v| v.get() - 1));
     (tx, rx)
 }
 
@@ -369,13 +352,7 @@ pub fn niche(n: u64, burst: usize) -> f64 {
 /// An rtrb ring of [`RING`] slots, advanced as the repetition's layout says.
 fn rtrb_ring() -> (rtrb::Producer<u64>, rtrb::Consumer<u64>) {
     let (mut tx, mut rx) = rtrb::RingBuffer::<u64>::new(RING);
-    advance(
-        &mut tx,
-        &mut rx,
-        layout().0,
-        |t, v| t.push(v).is_ok(),
-        |r| r.pop().ok(),
-    );
+    advance(|v| tx.push(v).is_ok(), || rx.pop().ok());
     (tx, rx)
 }
 
@@ -610,6 +587,7 @@ fn copy_uninit(dst: &mut [MaybeUninit<u64>], src: &[u64]) {
 
 pub fn crossbeam(n: u64, burst: usize) -> f64 {
     let q = crossbeam_queue::ArrayQueue::<u64>::new(RING);
+    advance(|v| q.push(v).is_ok(), || q.pop());
     // No burst API: one push / pop per item.
     measure(
         n,
@@ -633,6 +611,7 @@ pub fn crossbeam(n: u64, burst: usize) -> f64 {
 
 pub fn std_channel(n: u64, burst: usize) -> f64 {
     let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(RING);
+    advance(|v| tx.try_send(v).is_ok(), || rx.try_recv().ok());
     measure(
         n,
         burst,
@@ -655,6 +634,13 @@ pub fn std_channel(n: u64, burst: usize) -> f64 {
 
 pub fn mutex(n: u64, burst: usize) -> f64 {
     let q = Mutex::new(VecDeque::<u64>::with_capacity(RING));
+    advance(
+        |v| {
+            q.lock().unwrap().push_back(v);
+            true
+        },
+        || q.lock().unwrap().pop_front(),
+    );
     // One lock per burst on each side.
     measure(
         n,
