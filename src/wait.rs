@@ -71,6 +71,21 @@
 //!   `ENOMEM`), waits stop sleeping for the rest of the process and poll with
 //!   `yield_now` instead: still correct, no longer free while idle.
 //!
+//! # User code
+//!
+//! A task's waker is user code: its `wake`, `wake_by_ref`, `clone` and `drop` may do
+//! anything, panic included. The rings run a waker only where their state is final (the
+//! index and the flags it wakes for are published, no lock is held), and every `wake`,
+//! `wake_by_ref` and `drop` runs through one helper that **contains** a panic: it is
+//! caught, counted in [`waker_panics`], and the operation that ran the waker completes
+//! as if the waker had returned (the panic hook has reported it, as for any panic). A
+//! waker belongs to another task than the caller, and the operation may hold an item
+//! that unwinding would lose: a `pop` whose release of the slot wakes a producer task
+//! still returns its item; an end's `Drop` still marks the end gone. Other wakers
+//! registered on the same ring are all woken. A waker's `clone` runs while a future
+//! registers, before anything is taken or counted: a panic there comes out of that poll
+//! and leaves the ring and the future's item as they were.
+//!
 //! ```
 //! use std::time::Duration;
 //! use flowline::fifo::spsc;
@@ -519,36 +534,13 @@ impl Sleepers {
         // Notified after the mutex is released, so a woken sleeper does not find it still
         // held by this thread (and block on it once more) when it takes it back.
         self.cv.notify_all();
+        // The wakers run after the mutex is released (a waker may poll its task inline, and
+        // the poll takes this mutex) and after the caller's publication: each one that
+        // panics is contained (see [`run_waker`]), so every registration consumed here is
+        // woken and the caller's operation completes.
         #[cfg(feature = "async")]
-        if !tasks.is_empty() {
-            // The wakers run after the mutex is released: a waker may poll its task
-            // inline, and the poll takes this mutex. A waker that panics does not stop
-            // the others: every registration consumed here is woken, and the first panic
-            // goes on afterwards (a drop guard waking the rest during the unwinding would
-            // abort the process on a second panicking waker).
-            let mut first_panic = None;
-            for (_, waker) in tasks {
-                if let Err(p) =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waker.wake()))
-                {
-                    if first_panic.is_none() {
-                        first_panic = Some(p);
-                    } else {
-                        drop_payload(p);
-                    }
-                }
-            }
-            if let Some(p) = first_panic {
-                if std::thread::panicking() {
-                    // Published from a drop guard while another panic unwinds (a burst
-                    // whose iterator panicked, an end dropped by a panicking thread): a
-                    // second panic would abort the process. Every waker has run; this
-                    // panic is left out.
-                    drop_payload(p);
-                } else {
-                    std::panic::resume_unwind(p);
-                }
-            }
+        for (_, waker) in tasks {
+            run_waker(move || waker.wake());
         }
     }
 
@@ -577,9 +569,12 @@ impl Sleepers {
         let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let live = key.and_then(|k| g.list.iter().position(|(kk, _)| *kk == k));
         let mut old = None;
+        let mut unused = None;
         if let Some(i) = live {
             // Still registered: keep the count, refresh the waker.
-            if !g.list[i].1.will_wake(waker) {
+            if g.list[i].1.will_wake(waker) {
+                unused = Some(fresh);
+            } else {
                 old = Some(core::mem::replace(&mut g.list[i].1, fresh));
             }
         } else {
@@ -593,7 +588,10 @@ impl Sleepers {
                 // Relaxed: as in `sleep_until`.
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
                 *key = None;
-                waker.wake_by_ref();
+                run_waker(move || {
+                    waker.wake_by_ref();
+                    drop(fresh);
+                });
                 return false;
             }
             g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -603,11 +601,14 @@ impl Sleepers {
             *key = Some(k);
         }
         let ready_now = ready();
-        if ready_now {
-            old = Self::remove(&self.waiting, &mut g, key).or(old);
-        }
+        let removed = if ready_now {
+            Self::remove(&self.waiting, &mut g, key)
+        } else {
+            None
+        };
         drop(g);
-        drop(old);
+        // Every waker this call let go of is dropped here, with no lock held.
+        run_waker(move || drop((old, removed, unused)));
         ready_now
     }
 
@@ -619,7 +620,7 @@ impl Sleepers {
             let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
             let removed = Self::remove(&self.waiting, &mut g, key);
             drop(g);
-            drop(removed);
+            run_waker(move || drop(removed));
         }
     }
 
@@ -697,13 +698,42 @@ impl Sleepers {
     }
 }
 
-/// Drops the payload of a waker's panic that [`Sleepers::wake_all`] does not pass on. A
-/// payload whose own `drop` panics (rust-lang/rust#86027) is caught there, so the wake-ups
-/// still to come happen; that second payload is leaked.
+/// Waker panics contained so far (see [`waker_panics`]).
 #[cfg(feature = "async")]
-fn drop_payload(p: Box<dyn core::any::Any + Send>) {
-    if let Err(q) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(p))) {
-        core::mem::forget(q);
+static WAKER_PANICS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// How many times, in this process, a task's waker panicked in its `wake`, `wake_by_ref`
+/// or `drop` while this crate ran it. Such a panic never reaches the caller of the ring
+/// operation that ran the waker: it is caught, counted here, and the operation completes
+/// (the panic hook has already reported it, as for any panic). See the module docs,
+/// "User code".
+///
+/// ```
+/// // No waker has panicked in this program.
+/// assert_eq!(flowline::wait::waker_panics(), 0);
+/// ```
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub fn waker_panics() -> usize {
+    // Relaxed: a statistic.
+    WAKER_PANICS.load(Ordering::Relaxed)
+}
+
+/// The one place where this crate runs a waker's code (`wake`, `wake_by_ref`, `drop`): a
+/// panic in it is contained and counted ([`waker_panics`]), never unwound into the
+/// operation that ran it, whose item may be in flight (a `pop` that released a slot and
+/// has not returned its item yet) or whose flags may not be published yet (an end's
+/// `Drop`). Callers run it after their state is final and with no lock held.
+#[cfg(feature = "async")]
+#[inline]
+pub(crate) fn run_waker(f: impl FnOnce()) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        // Relaxed: a statistic.
+        WAKER_PANICS.fetch_add(1, Ordering::Relaxed);
+        // A payload whose own `drop` panics (rust-lang/rust#86027) is leaked instead.
+        if let Err(q) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(p))) {
+            core::mem::forget(q);
+        }
     }
 }
 
@@ -1045,7 +1075,7 @@ pub(crate) fn poll_async<H, R>(
 ) -> core::task::Poll<Result<R, WaitError>> {
     use core::task::Poll;
     if !coop(h).proceed() {
-        cx.waker().wake_by_ref();
+        run_waker(|| cx.waker().wake_by_ref());
         return Poll::Pending;
     }
     // The strategy's spins and yields, as self-wakes: the task goes back to its
@@ -1072,7 +1102,7 @@ pub(crate) fn poll_async<H, R>(
                 let in_window = key.is_none() && window.map_or(true, |w| *yielded < w);
                 if in_window || !can_sleep() {
                     *yielded = yielded.saturating_add(1);
-                    cx.waker().wake_by_ref();
+                    run_waker(|| cx.waker().wake_by_ref());
                 } else if sleepers(&*h).register_waker(key, cx.waker(), || ready(&*h)) {
                     continue;
                 }
@@ -1168,7 +1198,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
-    use std::task::{Wake, Waker};
+    use std::task::{Context, Wake, Waker};
 
     struct Count(AtomicUsize);
     impl Wake for Count {
@@ -1231,8 +1261,9 @@ mod tests {
         unsafe { Waker::from_raw(RawWaker::new(core::ptr::null(), vtable)) }
     }
 
-    /// Wakers that panic (two of three here) leave the other registrations woken and the
-    /// count exact; one whose clone panics leaves nothing counted.
+    /// Wakers that panic (two of three here) are contained: the publication returns, the
+    /// other registrations are woken and the count stays exact; one whose clone panics
+    /// (before anything is registered) leaves nothing counted.
     #[test]
     fn panicking_wakers_lose_no_other_wake_and_no_count() {
         use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1248,13 +1279,10 @@ mod tests {
         assert!(!s.register_waker(&mut b, &good, || false));
         assert!(!s.register_waker(&mut d, &bad, || false));
         assert_eq!(s.count(), 3);
-        let r = catch_unwind(AssertUnwindSafe(|| s.notify()));
-        assert_eq!(
-            r.expect_err("a waker panicked")
-                .downcast_ref::<&str>()
-                .copied(),
-            Some("waker panics in wake")
-        );
+        let before = waker_panics();
+        // Contained: the publication that ran them completes, and both panics are counted.
+        s.notify();
+        assert!(waker_panics() - before >= 2);
         assert_eq!(
             c.0.load(Ordering::SeqCst),
             1,
@@ -1272,5 +1300,112 @@ mod tests {
         assert!(!s.register_waker(&mut k, &good, || false));
         s.notify();
         assert_eq!(c.0.load(Ordering::SeqCst), 2);
+    }
+
+    /// A waker whose `drop` panics: the drop that follows a poll which took its item (the
+    /// poll withdraws its registration, which a racing wake had not consumed yet) is
+    /// contained, and the item comes out of the poll (it was dropped with the unwinding).
+    #[test]
+    fn a_waker_dropped_after_the_poll_took_its_item_loses_nothing() {
+        use std::task::{RawWaker, RawWakerVTable};
+        static DROP_PANICS: RawWakerVTable = RawWakerVTable::new(
+            |p| RawWaker::new(p, &DROP_PANICS),
+            |_| {},
+            |_| {},
+            |_| panic!("waker panics in drop"),
+        );
+        register();
+        struct H {
+            s: Sleepers,
+            item: Option<Box<u64>>,
+            coop: Coop,
+        }
+        let mut h = H {
+            s: Sleepers::new(),
+            item: None,
+            coop: Coop::new(),
+        };
+        let mut key = None;
+        let mut yielded = 0;
+        let strategy = WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 0,
+        };
+        let poll = |h: &mut H, key: &mut Option<u64>, yielded: &mut u32, cx: &mut Context| {
+            poll_async(
+                h,
+                key,
+                yielded,
+                strategy,
+                cx,
+                |h| h.item.take().map_or(Step::Pending, Step::Ready),
+                |h| h.item.is_some(),
+                |h| &h.s,
+                |h| &mut h.coop,
+            )
+        };
+        // Never dropped itself (its drop panics): only the clones the ring keeps are.
+        // SAFETY: the vtable never dereferences the data pointer.
+        let bad = core::mem::ManuallyDrop::new(unsafe {
+            Waker::from_raw(RawWaker::new(core::ptr::null(), &DROP_PANICS))
+        });
+        let mut cx = Context::from_waker(&bad);
+        assert!(poll(&mut h, &mut key, &mut yielded, &mut cx).is_pending());
+        assert_eq!(h.s.count(), 1, "registered");
+        // The item arrives and the task polls before any wake consumed its registration.
+        h.item = Some(Box::new(7));
+        let before = waker_panics();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            poll(&mut h, &mut key, &mut yielded, &mut cx)
+        }));
+        match r {
+            Ok(core::task::Poll::Ready(Ok(v))) => assert_eq!(*v, 7),
+            Ok(other) => panic!("expected the item, got {other:?}"),
+            Err(_) => panic!("the waker's panic came out of the poll and took the item"),
+        }
+        assert!(waker_panics() > before, "the panic is counted");
+        assert_eq!((h.s.count(), key), (0, None), "withdrawn");
+    }
+
+    /// A waker this crate lets go of is dropped with no lock held, so a waker whose drop
+    /// touches the same ring (here: takes its sleepers' mutex) runs: a refresh that finds
+    /// the operation ready drops both the replaced waker and the refreshed one.
+    #[test]
+    fn wakers_are_dropped_with_no_lock_held() {
+        use std::sync::atomic::AtomicBool;
+        register();
+        struct Probe {
+            s: Arc<Sleepers>,
+            lock_was_free: Arc<AtomicBool>,
+        }
+        impl Wake for Probe {
+            fn wake(self: Arc<Self>) {}
+        }
+        impl Drop for Probe {
+            fn drop(&mut self) {
+                let free = self.s.lock.try_lock().is_ok();
+                self.lock_was_free.store(free, Ordering::SeqCst);
+            }
+        }
+        let s = Arc::new(Sleepers::new());
+        let free_a = Arc::new(AtomicBool::new(false));
+        let a = Waker::from(Arc::new(Probe {
+            s: s.clone(),
+            lock_was_free: free_a.clone(),
+        }));
+        let (_c, b) = {
+            let c = Arc::new(Count(AtomicUsize::new(0)));
+            (c.clone(), Waker::from(c))
+        };
+        let mut key = None;
+        assert!(!s.register_waker(&mut key, &a, || false));
+        // The last handle on `a`'s probe is now the registration's clone.
+        drop(a);
+        assert!(
+            s.register_waker(&mut key, &b, || true),
+            "ready at the re-check"
+        );
+        assert!(free_a.load(Ordering::SeqCst), "dropped with the mutex held");
+        assert_eq!((s.count(), key), (0, None));
     }
 }

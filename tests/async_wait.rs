@@ -15,7 +15,7 @@ mod support {
 }
 
 use flowline::fifo::{mpsc, spsc};
-use flowline::wait::{block_on, WaitError, WaitStrategy};
+use flowline::wait::{block_on, waker_panics, WaitError, WaitStrategy};
 use support::waker::{counting, REGISTER_AT_ONCE};
 
 /// xorshift64 for random delays.
@@ -495,8 +495,8 @@ fn a_task_whose_ring_is_always_ready_lets_other_tasks_run() {
     }
 }
 
-/// A waker that panics when the budget's yield wakes it: the panic leaves the ring as it
-/// was (the yielding poll took nothing), and the next poll takes the item.
+/// A waker that panics when the budget's yield wakes it: the panic is contained and the
+/// ring stays as it was (the yielding poll took nothing); the next poll takes the item.
 #[test]
 fn a_waker_panicking_in_the_budget_yield_loses_nothing() {
     use std::sync::Arc;
@@ -517,10 +517,10 @@ fn a_waker_panicking_in_the_budget_yield_loses_nothing() {
         Poll::Ready(Ok(1))
     );
     let bad = Waker::from(Arc::new(Panics));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = pin!(rx.pop_async()).poll(&mut Context::from_waker(&bad));
-    }));
-    assert!(r.is_err(), "the budget's yield woke the task");
+    let before = waker_panics();
+    let r = pin!(rx.pop_async()).poll(&mut Context::from_waker(&bad));
+    assert!(r.is_pending(), "the budget's yield");
+    assert!(waker_panics() > before, "the yield woke the task");
     assert_eq!(rx.pop(), Some(2), "the yielding poll took nothing");
 }
 
@@ -533,11 +533,9 @@ impl std::task::Wake for PanicsOnWake {
 }
 
 /// An MPSC chunk commit that wakes a panicking waker publishes its items once: the panic
-/// comes out of `commit`, and the chunk's drop on the way out does not publish the run
-/// again (it did, with no valid items, and the consumer skipped the committed one).
+/// is contained, and the chunk's drop does not publish the run again.
 #[test]
 fn a_commit_waking_a_panicking_waker_publishes_once() {
-    use std::panic::{catch_unwind, AssertUnwindSafe};
     let (mut tx, mut rx) = mpsc::waitable::<u64>(8).unwrap();
     rx.set_wait_strategy(REGISTER_AT_ONCE);
     let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
@@ -546,13 +544,15 @@ fn a_commit_waking_a_panicking_waker_publishes_once() {
         .as_mut()
         .poll(&mut Context::from_waker(&bad))
         .is_pending());
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let mut c = tx.write_chunk(1);
-        c.as_mut_slices().0[0].write(7);
-        // SAFETY: the one reserved slot was written just above.
-        unsafe { c.commit(1) };
-    }));
-    assert!(r.is_err(), "the commit woke the panicking waker");
+    let before = waker_panics();
+    let mut c = tx.write_chunk(1);
+    c.as_mut_slices().0[0].write(7);
+    // SAFETY: the one reserved slot was written just above.
+    unsafe { c.commit(1) };
+    assert!(
+        waker_panics() > before,
+        "the commit woke the panicking waker"
+    );
     drop(fut);
     assert_eq!(rx.pop(), Some(7));
     assert_eq!(rx.pop(), None);
@@ -560,10 +560,78 @@ fn a_commit_waking_a_panicking_waker_publishes_once() {
     assert_eq!(rx.pop(), Some(8), "the ring goes on");
 }
 
+/// A pop (single or burst, both rings) that frees a slot wakes a producer task whose waker
+/// panics: the panic is contained and the pop returns its items (they were dropped with
+/// the unwinding: neither returned nor in the ring).
+#[test]
+fn a_pop_waking_a_panicking_producer_waker_returns_its_items() {
+    let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
+    macro_rules! check {
+        ($ring:ident) => {{
+            let (mut tx, mut rx) = $ring::waitable::<u64>(1).unwrap();
+            tx.set_wait_strategy(REGISTER_AT_ONCE);
+            for round in 0..2u64 {
+                tx.push(round).unwrap();
+                let mut fut = Box::pin(tx.push_async(10 + round));
+                let pending = fut.as_mut().poll(&mut Context::from_waker(&bad));
+                assert!(pending.is_pending(), stringify!($ring));
+                let before = waker_panics();
+                let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if round == 0 {
+                        rx.pop()
+                    } else {
+                        let mut buf = [0; 2];
+                        let n = rx.pop_burst(&mut buf);
+                        (n == 1).then_some(buf[0])
+                    }
+                }));
+                let got = got.unwrap_or_else(|_| panic!("{}: the pop unwound", stringify!($ring)));
+                assert_eq!(got, Some(round), stringify!($ring));
+                assert!(waker_panics() > before, "the pop woke the producer task");
+                // The woken task completes its push.
+                let (_c, ok) = counting();
+                let done = fut.as_mut().poll(&mut Context::from_waker(&ok));
+                assert_eq!(done, Poll::Ready(Ok(())), stringify!($ring));
+                drop(fut);
+                assert_eq!(rx.pop(), Some(10 + round), stringify!($ring));
+            }
+        }};
+    }
+    check!(spsc);
+    check!(mpsc);
+}
+
+/// An MPSC consumer dropped while a producer task waits for room, whose waker panics:
+/// the panic is contained and the producers learn that the consumer is gone (the flag was
+/// set after the wake-up, which the panic skipped: waits never ended).
+#[test]
+fn an_mpsc_consumer_dropped_with_a_panicking_producer_waker_disconnects() {
+    let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
+    let (mut tx, rx) = mpsc::waitable::<u64>(1).unwrap();
+    tx.set_wait_strategy(REGISTER_AT_ONCE);
+    tx.push(1).unwrap();
+    let mut tx2 = tx.clone();
+    let mut fut = Box::pin(tx2.push_async(2));
+    assert!(fut
+        .as_mut()
+        .poll(&mut Context::from_waker(&bad))
+        .is_pending());
+    let before = waker_panics();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(rx)));
+    assert!(r.is_ok(), "the consumer's drop unwound");
+    assert!(waker_panics() > before);
+    let (_c, ok) = counting();
+    let done = fut.as_mut().poll(&mut Context::from_waker(&ok));
+    assert!(matches!(done, Poll::Ready(Err(_))), "the task learns it");
+    drop(fut);
+    let e = tx.push_wait(3, Duration::from_secs(2)).unwrap_err();
+    assert_eq!(e.error, WaitError::Disconnected);
+}
+
 /// A publication made by a drop guard while a panic unwinds (here the items a panicking
-/// iterator moved in before its panic) wakes a panicking waker: the process goes on (a
-/// second panic during the unwinding aborted it), the iterator's panic is the one that
-/// comes out, and the items are there, for both rings.
+/// iterator moved in before its panic) wakes a panicking waker: that panic is contained,
+/// the iterator's panic is the one that comes out, and the items are there, for both
+/// rings.
 #[test]
 fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
     use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -591,13 +659,10 @@ fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
 }
 
 /// A `distribute` whose publication to a worker wakes that worker's panicking waker: the
-/// panic comes out of `distribute`, the call's counters are still added (they were
-/// skipped: "accepted" stayed short of the packets routed), and every packet comes back
-/// once, the other worker's staged ones included (they go out with the next call).
+/// panic is contained, the call's counters are added, and every packet comes back once.
 #[test]
 fn a_distribute_waking_a_panicking_waker_counts_and_loses_nothing() {
     use flowline::distributor::{self, Config};
-    use std::panic::{catch_unwind, AssertUnwindSafe};
     let (mut d, mut ws) = distributor::new(
         Config {
             workers: 2,
@@ -615,16 +680,14 @@ fn a_distribute_waking_a_panicking_waker_counts_and_loses_nothing() {
             .as_mut()
             .poll(&mut Context::from_waker(&bad))
             .is_pending());
-        let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut vec![1, 2, 3, 4])));
-        assert!(r.is_err(), "the publication woke the panicking waker");
+        let before = waker_panics();
+        assert_eq!(d.distribute(&mut vec![1, 2, 3, 4]), Ok(4));
+        assert!(
+            waker_panics() > before,
+            "the publication woke the panicking waker"
+        );
     }
-    assert_eq!(
-        d.stats().snapshot().get("accepted"),
-        Some(4),
-        "the panicking call's packets are counted"
-    );
-    // The next call pushes what the panic left staged.
-    d.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(4));
     let mut got = Vec::new();
     for w in ws.iter_mut() {
         b.clear();

@@ -1244,3 +1244,103 @@ fn a_pick_left_by_a_panicking_tag_is_not_reused_after_completions() {
     // Flow 2's packet, routed by the call `tag` cut short, counts as accepted once.
     assert_eq!(d.stats().snapshot().get("accepted"), Some(6));
 }
+
+/// A packet whose `Drop` panics once (armed), tagged by its first field.
+struct Bomb(u64, bool);
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.1 {
+            panic!("packet panics in drop");
+        }
+    }
+}
+
+/// A worker that drops a packet whose `Drop` panics: the drop is counted and published
+/// before the packet's `Drop` runs, so the worker's next hand-back takes its own position
+/// (it was taken for the dropped packet's, and the order check blamed the worker).
+#[test]
+fn a_packet_panicking_in_drop_packet_leaves_the_worker_in_order() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 8,
+        },
+        |p: &Bomb| p.0,
+    )
+    .unwrap();
+    d.distribute(&mut vec![Bomb(1, true), Bomb(2, false)])
+        .unwrap();
+    let mut held = recv_all(&mut ws[0]);
+    let second = held.pop().unwrap();
+    let first = held.pop().unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ws[0].drop_packet(first).map_err(|_| ())
+    }));
+    assert!(
+        r.is_err(),
+        "the packet's drop panicked, in the caller's hands"
+    );
+    ws[0].done(second).map_err(|_| ()).unwrap();
+    let mut out = Vec::new();
+    d.flush(&mut out, Duration::from_secs(10)).unwrap();
+    assert_eq!(out.iter().map(|p| p.0).collect::<Vec<_>>(), [2]);
+    assert_eq!(d.stats().snapshot().get("dropped"), Some(1));
+    assert_eq!(d.in_flight(), 0);
+}
+
+/// A node dropped with a packet in its inbound bridge whose `Drop` panics: the node's
+/// final counts and its flushing mark are published before, so the other node's flush
+/// ends (it could only time out).
+#[test]
+fn a_node_dropping_a_panicking_bridge_packet_lets_the_others_flush() {
+    use flowline::distributor::nodes::{self, NodesConfig};
+    let config = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(config, |p: &Bomb| p.0).unwrap();
+    let (n1, w1) = layout.pop().unwrap();
+    let (mut n0, _w0) = layout.pop().unwrap();
+    let f1 = (0..).find(|&t| n0.owner(t) == 1).unwrap();
+    // Over the bridge to node 1, which never reads it.
+    n0.distribute(&mut vec![Bomb(f1, true)]).unwrap();
+    drop(w1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(n1)));
+    assert!(r.is_err(), "the packet's drop panicked");
+    n0.flush(&mut Vec::new(), Duration::from_secs(10)).unwrap();
+}
+
+/// A forgotten worker (its handle never dropped) runs no code and never leaves: the flush waits for its packets
+/// until the timeout, which names it; the other worker's are back.
+#[test]
+fn a_flush_timeout_names_the_forgotten_worker() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 8,
+        },
+        |p: &(u64, u64)| p.0,
+    )
+    .unwrap();
+    // Flows 1 and 2 go to workers 0 and 1 (a new flow goes to the least loaded worker).
+    d.distribute(&mut vec![(1, 0), (2, 0)]).unwrap();
+    // As forgotten while the flush runs (dropped at the end, so nothing leaks).
+    let w1 = std::mem::ManuallyDrop::new(ws.pop().unwrap());
+    let got = recv_all(&mut ws[0]);
+    assert_eq!(got, [(1, 0)]);
+    ws[0].done_burst(&mut got.clone()).unwrap();
+    let mut out = Vec::new();
+    let e = d.flush(&mut out, Duration::from_millis(20)).unwrap_err();
+    assert_eq!(
+        e,
+        FlushError::Timeout {
+            in_flight: 1,
+            workers: vec![1]
+        }
+    );
+    assert!(e.to_string().contains("[1]"), "{e}");
+    assert_eq!(out, [(1, 0)]);
+    drop(std::mem::ManuallyDrop::into_inner(w1));
+}

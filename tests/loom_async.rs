@@ -8,7 +8,7 @@
 #![cfg(all(loom, feature = "async"))]
 
 use flowline::fifo::{mpsc, spsc};
-use flowline::wait::{WaitError, WaitStrategy};
+use flowline::wait::{waker_panics, WaitError, WaitStrategy};
 
 /// Registers at the first poll that finds nothing (the default strategy first yields to
 /// the executor 136 times, each a self-wake: more states, and the same registration after).
@@ -101,4 +101,150 @@ fn mpsc_pop_burst_async_is_woken_by_two_producers() {
         a.join().unwrap();
         b.join().unwrap();
     });
+}
+
+/// As [`block_on`], with a waker that panics after it unparks the thread, in `wake`,
+/// `wake_by_ref` (the self-wakes too) and, for the clones the rings keep, in `drop`: the
+/// rings contain each panic, so every wait still ends and nothing is lost.
+fn block_on_panicking<F: std::future::Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+    // The data is a `Box<thread::Thread>`; the original's drop (the executor's, here) is
+    // quiet, the clones' panics.
+    fn raw(t: thread::Thread, vtable: &'static RawWakerVTable) -> RawWaker {
+        RawWaker::new(Box::into_raw(Box::new(t)).cast(), vtable)
+    }
+    // SAFETY (all four): `p` is a `Box<thread::Thread>` made by `raw`, freed only by
+    // `wake` or `drop`, each of which consumes the waker.
+    unsafe fn clone(p: *const ()) -> RawWaker {
+        raw(unsafe { &*p.cast::<thread::Thread>() }.clone(), &CLONE)
+    }
+    unsafe fn wake(p: *const ()) {
+        let t = unsafe { Box::from_raw(p.cast_mut().cast::<thread::Thread>()) };
+        t.unpark();
+        drop(t);
+        panic!("waker panics in wake");
+    }
+    unsafe fn wake_by_ref(p: *const ()) {
+        unsafe { &*p.cast::<thread::Thread>() }.unpark();
+        panic!("waker panics in wake_by_ref");
+    }
+    unsafe fn drop_quietly(p: *const ()) {
+        drop(unsafe { Box::from_raw(p.cast_mut().cast::<thread::Thread>()) });
+    }
+    unsafe fn drop_panics(p: *const ()) {
+        drop(unsafe { Box::from_raw(p.cast_mut().cast::<thread::Thread>()) });
+        panic!("waker panics in drop");
+    }
+    static ORIGINAL: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_quietly);
+    static CLONE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_panics);
+    quiet_waker_panics();
+    let mut future = std::pin::pin!(future);
+    // SAFETY: the vtable functions keep the contract above.
+    let waker = unsafe { Waker::from_raw(raw(thread::current(), &ORIGINAL)) };
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        thread::park();
+    }
+}
+
+/// Keeps the panic hook from printing the models' own waker panics (thousands of
+/// executions); every other panic is reported as before.
+fn quiet_waker_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let msg = info.payload().downcast_ref::<&str>().copied();
+            if !msg.is_some_and(|m| m.starts_with("waker panics")) {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// Wake points with a panicking waker, items direction: the consumer task's waker panics
+/// when the producer's pushes and its drop wake it (and in its self-wakes and drops); every
+/// item still arrives, then `Disconnected`.
+#[test]
+fn spsc_pop_async_with_a_panicking_waker_loses_nothing() {
+    let before = waker_panics();
+    loom::model(|| {
+        let (mut tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
+        rx.set_wait_strategy(WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 1,
+        });
+        let p = thread::spawn(move || {
+            tx.push(1).unwrap();
+            tx.push(2).unwrap();
+        });
+        assert_eq!(block_on_panicking(rx.pop_async()), Ok(1));
+        assert_eq!(block_on_panicking(rx.pop_async()), Ok(2));
+        assert_eq!(
+            block_on_panicking(rx.pop_async()),
+            Err(WaitError::Disconnected)
+        );
+        p.join().unwrap();
+    });
+    assert!(
+        waker_panics() > before,
+        "some execution ran a panicking waker"
+    );
+}
+
+/// Wake points with a panicking waker, room direction: the producer task's waker panics
+/// when the consumer's pop frees a slot (the pop still returns its item) and when its drop
+/// wakes it; the wait ends.
+#[test]
+fn spsc_push_async_with_a_panicking_waker_loses_no_pop() {
+    let before = waker_panics();
+    loom::model(|| {
+        let (mut tx, mut rx) = spsc::waitable::<u32>(1).unwrap();
+        tx.set_wait_strategy(REGISTER_AT_ONCE);
+        tx.push(1).unwrap();
+        let c = thread::spawn(move || loop {
+            if let Some(v) = rx.pop() {
+                assert_eq!(v, 1);
+                break;
+            }
+            thread::yield_now();
+        });
+        let r = block_on_panicking(tx.push_async(2));
+        assert!(r.is_ok() || r.unwrap_err().error == WaitError::Disconnected);
+        c.join().unwrap();
+    });
+    assert!(
+        waker_panics() > before,
+        "some execution ran a panicking waker"
+    );
+}
+
+/// An MPSC consumer that pops and drops while a producer task with a panicking waker
+/// waits for room: the pop returns its item, and the wait ends (the consumer-gone flag is
+/// set before any waker runs).
+#[test]
+fn mpsc_push_async_with_a_panicking_waker_sees_the_consumer_go() {
+    let before = waker_panics();
+    loom::model(|| {
+        let (mut tx, mut rx) = mpsc::waitable::<u32>(1).unwrap();
+        tx.set_wait_strategy(REGISTER_AT_ONCE);
+        tx.push(1).unwrap();
+        let c = thread::spawn(move || loop {
+            if let Some(v) = rx.pop() {
+                assert_eq!(v, 1);
+                break;
+            }
+            thread::yield_now();
+        });
+        let r = block_on_panicking(tx.push_async(2));
+        assert!(r.is_ok() || r.unwrap_err().error == WaitError::Disconnected);
+        c.join().unwrap();
+    });
+    assert!(
+        waker_panics() > before,
+        "some execution ran a panicking waker"
+    );
 }

@@ -766,7 +766,7 @@ fn a_flush_waits_for_the_other_nodes_and_times_out_without_loss() {
     assert_eq!(n0.held(), 0);
     assert!(matches!(
         n0.flush(&mut Vec::new(), Duration::from_millis(5)),
-        Err(FlushError::Timeout { in_flight: 0 })
+        Err(FlushError::Timeout { in_flight: 0, .. })
     ));
     let t = std::thread::spawn(move || {
         let mut out = Vec::new();
@@ -1022,7 +1022,7 @@ fn a_flush_never_swallows_a_reschedule_for_a_dropped_node() {
     // The flush reads the reschedule, cannot deliver it and keeps it: not idle.
     assert!(matches!(
         n0.flush(&mut Vec::new(), Duration::from_millis(20)),
-        Err(FlushError::Timeout { in_flight: 1 })
+        Err(FlushError::Timeout { in_flight: 1, .. })
     ));
     assert_eq!(n0.held(), 1);
     // The next distribute hands it to the caller; then the flush ends.

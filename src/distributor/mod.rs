@@ -265,6 +265,11 @@ pub enum FlushError<T> {
     Timeout {
         /// Packets still held by workers or waiting to be routed.
         in_flight: usize,
+        /// The ids of the workers that hold packets not handed back yet, the ones the
+        /// flush waited for. A worker whose handle was forgotten (`mem::forget`, or a
+        /// thread blocked for good) never leaves and stays here: drop its handle, or have
+        /// it [`leave`](Worker::leave), to end the wait.
+        workers: Vec<usize>,
     },
     /// No worker is active; the packets waiting to be routed are given back here.
     NoWorkers(Vec<T>),
@@ -273,9 +278,10 @@ pub enum FlushError<T> {
 impl<T> fmt::Debug for FlushError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FlushError::Timeout { in_flight } => f
+            FlushError::Timeout { in_flight, workers } => f
                 .debug_struct("Timeout")
                 .field("in_flight", in_flight)
+                .field("workers", workers)
                 .finish(),
             FlushError::NoWorkers(v) => write!(f, "NoWorkers({} packets)", v.len()),
         }
@@ -285,9 +291,10 @@ impl<T> fmt::Debug for FlushError<T> {
 impl<T> fmt::Display for FlushError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FlushError::Timeout { in_flight } => write!(
+            FlushError::Timeout { in_flight, workers } => write!(
                 f,
-                "flush timed out with {in_flight} packets in flight (are the workers running?)"
+                "flush timed out with {in_flight} packets in flight, held by workers \
+                 {workers:?} (are they running?)"
             ),
             FlushError::NoWorkers(v) => write!(
                 f,
@@ -1467,7 +1474,10 @@ where
     /// deadline: the flush then returns only when
     /// everything is back or no worker is left. Packets held by a worker whose handle was
     /// dropped without `leave` count as lost (the `"lost"` statistic), not in flight, so
-    /// a dead worker never makes a flush wait forever.
+    /// a worker whose thread panicked and unwound never makes a flush wait forever. A
+    /// handle that is never dropped (forgotten, leaked, or held by a thread blocked for
+    /// good) is a worker that never leaves: the flush waits for its packets until the
+    /// timeout, and [`FlushError::Timeout`] names it.
     ///
     /// # Panics
     ///
@@ -1485,7 +1495,8 @@ where
     /// d.distribute(&mut vec![1]).unwrap();
     /// // Nobody runs the worker here, so the flush times out; the packet is not lost.
     /// let mut out = Vec::new();
-    /// assert_eq!(d.flush(&mut out, Duration::from_millis(1)), Err(FlushError::Timeout { in_flight: 1 }));
+    /// let e = d.flush(&mut out, Duration::from_millis(1));
+    /// assert_eq!(e, Err(FlushError::Timeout { in_flight: 1, workers: vec![0] }));
     /// ```
     pub fn flush(&mut self, out: &mut Vec<T>, timeout: Duration) -> Result<(), FlushError<T>> {
         // The first and the longest nap between two looks at all workers (1 ms and 8 ms,
@@ -1529,7 +1540,10 @@ where
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                return Err(FlushError::Timeout { in_flight });
+                return Err(FlushError::Timeout {
+                    in_flight,
+                    workers: self.holding_workers(),
+                });
             }
             let nap = deadline.map_or(slice, |d| (d - now).min(slice));
             slice = (slice.saturating_mul(2)).min(max_slice);
@@ -1555,6 +1569,14 @@ where
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// The ids of the workers holding packets not handed back yet.
+    pub(crate) fn holding_workers(&self) -> Vec<usize> {
+        let held = self.lanes.iter().enumerate();
+        held.filter(|(_, l)| l.outstanding() > 0)
+            .map(|(id, _)| id)
+            .collect()
     }
 
     /// Packets held by workers or waiting in the backlog (not counting processed packets

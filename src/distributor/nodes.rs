@@ -1120,6 +1120,7 @@ where
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(FlushError::Timeout {
                     in_flight: self.held(),
+                    workers: self.dist.holding_workers(),
                 });
             }
             if before != (self.entered, self.finished, self.stats) {
@@ -1672,8 +1673,12 @@ impl<T, F> Drop for NodeDistributor<T, F> {
         }
         self.progress.adopt(self.id, u64::MAX);
         self.progress.set_load(self.id, None);
+        // Taken out of the bridges, not dropped yet: the packets' `Drop` (user code) runs
+        // after the final counts and the flushing mark are published, so one that panics
+        // leaves no other node's flush waiting.
+        let mut inbound_left = Vec::new();
         for rx in self.inb.iter_mut().flatten() {
-            gone += rx.pop_burst_with(usize::MAX, drop);
+            gone += rx.pop_burst_with(usize::MAX, |p| inbound_left.push(p));
         }
         // At the workers: sent and not yet handed back (`cursor` counts every hand-back
         // read, also while a leave freezes `completed`), plus unprocessed packets a
@@ -1695,6 +1700,7 @@ impl<T, F> Drop for NodeDistributor<T, F> {
             + self.dist.returned.len() as u64;
         self.progress.publish(self.id, self.entered, total);
         self.progress.set_flushing(self.id, true);
+        drop(inbound_left);
     }
 }
 

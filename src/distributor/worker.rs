@@ -23,7 +23,7 @@ pub(crate) enum Ret<T> {
     /// Received but not processed, handed back by a leaving worker.
     Unprocessed { at: u64, pkt: T },
     /// `n` packets the worker held when its handle was dropped without `leave` (its
-    /// thread panicked, or the handle was forgotten): counted as lost.
+    /// thread panicked and unwound, or the handle went out of scope): counted as lost.
     Lost { at: u64, n: u64 },
     /// The worker left; its ring ends are parked in the shared control block.
     Leave { at: u64 },
@@ -90,11 +90,18 @@ pub(crate) const LOST: usize = 4;
 /// handle cannot be used after leaving.
 ///
 /// **Dropping a worker is an implicit leave.** If the handle is dropped without `leave`
-/// (its thread panicked, or it was forgotten), the packets still in its ring go back to
-/// the distributor and are redistributed in order, the packets it held (received and not
-/// handed back) are counted as **lost** (the `"lost"` statistic of both
-/// [`DISTRIBUTOR_STATS`](super::DISTRIBUTOR_STATS) and [`WORKER_STATS`]), and the worker
-/// can [`rejoin`](super::Distributor::rejoin). Nothing is lost silently.
+/// (its thread panicked and unwound, or the handle went out of scope), the packets still
+/// in its ring go back to the distributor and are redistributed in order, the packets it
+/// held (received and not handed back) are counted as **lost** (the `"lost"` statistic of
+/// both [`DISTRIBUTOR_STATS`](super::DISTRIBUTOR_STATS) and [`WORKER_STATS`]), and the
+/// worker can [`rejoin`](super::Distributor::rejoin). Nothing is lost silently.
+///
+/// **A handle that is never dropped never leaves.** A forgotten handle
+/// (`mem::forget`, a leaked `Box`, a reference cycle), a thread that blocks for good or a
+/// process built with `panic = "abort"` runs no code, so the distributor cannot tell it
+/// from a slow worker: its packets stay in flight, and a
+/// [`flush`](super::Distributor::flush) waits for them until its timeout, whose
+/// [`FlushError::Timeout`](super::FlushError::Timeout) names the workers it waited for.
 ///
 /// # Example
 ///
@@ -505,13 +512,15 @@ impl<T> Worker<T> {
         if self.held == 0 {
             return Err(NotHeld(pkt));
         }
-        drop(pkt);
         // Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
         self.ends.stats.add(DROPPED, 1);
         self.post(Ret::Dropped { at: self.handed });
         self.held -= 1;
         self.handed += 1;
+        // User code (the packet's `Drop`) last, when the drop is counted and published: a
+        // `Drop` that panics leaves no packet held and no position taken.
+        drop(pkt);
         Ok(())
     }
 

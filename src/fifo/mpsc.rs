@@ -1520,10 +1520,11 @@ impl<T, W: WaitMode> Drop for Consumer<T, W> {
         cold.final_valid_end
             .store(self.valid_end, Ordering::Relaxed);
         cold.final_run_end.store(self.run_end, Ordering::Relaxed);
-        self.release();
-        let cold = &self.shared.cold;
+        // The flag before the release, whose wake-up runs producers' wakers: the end's
+        // state is final before any user code runs.
         // Release: pairs with the producers' Acquire in `is_abandoned`.
         cold.consumer_gone.store(true, Ordering::Release);
+        self.release();
         // Producers sleeping in `push_wait` learn that nothing more will be taken.
         #[cfg(feature = "std")]
         if W::WAITS {
