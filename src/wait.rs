@@ -75,16 +75,20 @@
 //!
 //! A task's waker is user code: its `wake`, `wake_by_ref`, `clone` and `drop` may do
 //! anything, panic included. The rings run a waker only where their state is final (the
-//! index and the flags it wakes for are published, no lock is held), and every `wake`,
-//! `wake_by_ref` and `drop` runs through one helper that **contains** a panic: it is
-//! caught, counted in [`waker_panics`], and the operation that ran the waker completes
-//! as if the waker had returned (the panic hook has reported it, as for any panic). A
-//! waker belongs to another task than the caller, and the operation may hold an item
-//! that unwinding would lose: a `pop` whose release of the slot wakes a producer task
-//! still returns its item; an end's `Drop` still marks the end gone. Other wakers
-//! registered on the same ring are all woken. A waker's `clone` runs while a future
-//! registers, before anything is taken or counted: a panic there comes out of that poll
-//! and leaves the ring and the future's item as they were.
+//! index and the flags it wakes for are published, no lock is held), and every `wake`
+//! and `drop` of a waker registered on a ring runs through one function that
+//! **contains** a panic: it is caught, counted in [`waker_panics`], and the operation
+//! that ran the waker completes as if the waker had returned (the panic hook has
+//! reported it, as for any panic). Such a waker belongs to another task than the caller,
+//! and the operation may hold an item that unwinding would lose: a `pop` whose release of
+//! the slot wakes a producer task still returns its item; an end's `Drop` still marks the
+//! end gone. Other wakers registered on the same ring are all woken.
+//!
+//! The polling task's own waker is not contained: its `clone` (when a future registers)
+//! and its `wake_by_ref` (when a future yields to its executor and asks to be polled
+//! again) run before anything is taken or counted, and a panic there comes out of that
+//! poll, leaving the ring and the future's item as they were. Containing it would leave
+//! the task pending with no wake to come.
 //!
 //! ```
 //! use std::time::Duration;
@@ -588,10 +592,10 @@ impl Sleepers {
                 // Relaxed: as in `sleep_until`.
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
                 *key = None;
-                run_waker(move || {
-                    waker.wake_by_ref();
-                    drop(fresh);
-                });
+                run_waker(move || drop(fresh));
+                // The task's own waker, asked to poll again: not contained (see
+                // `run_waker`), nothing is registered or taken here.
+                waker.wake_by_ref();
                 return false;
             }
             g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -607,8 +611,11 @@ impl Sleepers {
             None
         };
         drop(g);
-        // Every waker this call let go of is dropped here, with no lock held.
-        run_waker(move || drop((old, removed, unused)));
+        // Every waker this call let go of is dropped here, with no lock held, each on its
+        // own (a second panic during the first one's unwinding would abort).
+        run_waker(move || drop(old));
+        run_waker(move || drop(removed));
+        run_waker(move || drop(unused));
         ready_now
     }
 
@@ -719,11 +726,15 @@ pub fn waker_panics() -> usize {
     WAKER_PANICS.load(Ordering::Relaxed)
 }
 
-/// The one place where this crate runs a waker's code (`wake`, `wake_by_ref`, `drop`): a
-/// panic in it is contained and counted ([`waker_panics`]), never unwound into the
-/// operation that ran it, whose item may be in flight (a `pop` that released a slot and
-/// has not returned its item yet) or whose flags may not be published yet (an end's
-/// `Drop`). Callers run it after their state is final and with no lock held.
+/// The one place where this crate runs the code of a waker it holds for a task (its
+/// `wake`, `wake_by_ref`, `drop`): a panic in it is contained and counted
+/// ([`waker_panics`]), never unwound into the operation that ran it, whose item may be in
+/// flight (a `pop` that released a slot and has not returned its item yet) or whose flags
+/// may not be published yet (an end's `Drop`). Callers run it after their state is final,
+/// with no lock held, one waker per call (a second panic while the first unwinds would
+/// abort). The polling task's own waker (`cx.waker()`, asked to poll again when a future
+/// yields) is not run through it: a panic there reaches that task's executor from a poll
+/// that took nothing, instead of leaving the task pending with no wake to come.
 #[cfg(feature = "async")]
 #[inline]
 pub(crate) fn run_waker(f: impl FnOnce()) {
@@ -1075,7 +1086,8 @@ pub(crate) fn poll_async<H, R>(
 ) -> core::task::Poll<Result<R, WaitError>> {
     use core::task::Poll;
     if !coop(h).proceed() {
-        run_waker(|| cx.waker().wake_by_ref());
+        // The task's own waker: a panic comes out of this poll, which took nothing.
+        cx.waker().wake_by_ref();
         return Poll::Pending;
     }
     // The strategy's spins and yields, as self-wakes: the task goes back to its
@@ -1102,7 +1114,9 @@ pub(crate) fn poll_async<H, R>(
                 let in_window = key.is_none() && window.map_or(true, |w| *yielded < w);
                 if in_window || !can_sleep() {
                     *yielded = yielded.saturating_add(1);
-                    run_waker(|| cx.waker().wake_by_ref());
+                    // The task's own waker: a panic comes out of this poll, which took
+                    // nothing (see `run_waker`).
+                    cx.waker().wake_by_ref();
                 } else if sleepers(&*h).register_waker(key, cx.waker(), || ready(&*h)) {
                     continue;
                 }
@@ -1365,6 +1379,50 @@ mod tests {
         }
         assert!(waker_panics() > before, "the panic is counted");
         assert_eq!((h.s.count(), key), (0, None), "withdrawn");
+    }
+
+    /// A refresh that replaces a registered waker and then finds the operation ready lets
+    /// go of two wakers at once: each drop is contained on its own, so two panicking
+    /// drops do not abort the process (the second would panic during the first's
+    /// unwinding).
+    #[test]
+    fn two_panicking_waker_drops_in_one_call_are_contained_apart() {
+        use std::task::{RawWaker, RawWakerVTable};
+        // Two vtables, so the wakers do not `will_wake` each other.
+        static A: RawWakerVTable = RawWakerVTable::new(
+            |p| RawWaker::new(p, &A),
+            |_| {},
+            |_| {},
+            |_| panic!("waker panics in drop"),
+        );
+        static B: RawWakerVTable = RawWakerVTable::new(
+            |p| RawWaker::new(p, &B),
+            |_| {},
+            |_| {},
+            |_| panic!("waker panics in drop"),
+        );
+        register();
+        let s = Sleepers::new();
+        // SAFETY: the vtables never dereference the data pointer; the originals are never
+        // dropped (their drop panics), only the clones the sleepers keep.
+        let (a, b) = unsafe {
+            (
+                core::mem::ManuallyDrop::new(Waker::from_raw(RawWaker::new(core::ptr::null(), &A))),
+                core::mem::ManuallyDrop::new(Waker::from_raw(RawWaker::new(core::ptr::null(), &B))),
+            )
+        };
+        let mut key = None;
+        assert!(!s.register_waker(&mut key, &a, || false));
+        let before = waker_panics();
+        assert!(
+            s.register_waker(&mut key, &b, || true),
+            "ready at the re-check"
+        );
+        assert!(
+            waker_panics() - before >= 2,
+            "both drops ran and were contained"
+        );
+        assert_eq!((s.count(), key), (0, None));
     }
 
     /// A waker this crate lets go of is dropped with no lock held, so a waker whose drop

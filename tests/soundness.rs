@@ -1,4 +1,4 @@
-//! Regression tests for the soundness review (issue 9): user code that panics in the middle
+//! Regression tests for the soundness review: user code that panics in the middle
 //! of a ring or distributor operation (a `Drop`, an iterator, the `tag` closure, a worker
 //! thread), dropped handles, absurd sizes, and workers that break the hand-back order.
 //! Each test failed on the code before the fix (UB under Miri, a lost packet, an abort or a
@@ -440,4 +440,64 @@ fn in_order_hand_back_mixing_drops_and_reschedules_passes_the_check() {
     d.distribute(&mut Vec::new()).unwrap();
     ws[0].recv_burst(&mut b, 8).unwrap();
     assert_eq!(b, [(7, 2)], "the rescheduled packet is routed again");
+}
+
+/// An MPSC ring torn down with items in several runs, the first of which panics in its
+/// `Drop`: the items of the later runs are still dropped (they were leaked: the walk over
+/// the runs stopped at the panic).
+#[test]
+fn mpsc_teardown_drops_later_runs_after_a_panicking_drop() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct Item(bool);
+    impl Drop for Item {
+        fn drop(&mut self) {
+            if self.0 {
+                panic!("item panics in drop");
+            }
+            DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let (mut tx, rx) = mpsc::channel::<Item>(8).unwrap();
+    let mut tx2 = tx.clone();
+    assert!(tx.push(Item(true)).is_ok());
+    assert!(tx2.push(Item(false)).is_ok());
+    assert!(tx2.push(Item(false)).is_ok());
+    drop((rx, tx2));
+    let r = catch_unwind(AssertUnwindSafe(move || drop(tx)));
+    assert!(r.is_err(), "the item's drop panicked");
+    assert_eq!(
+        DROPS.load(Ordering::SeqCst),
+        2,
+        "the later runs were dropped"
+    );
+}
+
+/// A task's own waker that panics when its future yields to the executor (the spin
+/// window's self-wake): the panic comes out of the poll, which took nothing, rather than
+/// leaving the task pending with no wake to come; the next poll takes the item.
+#[cfg(feature = "async")]
+#[test]
+fn a_self_wake_that_panics_comes_out_of_the_poll() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Panics;
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("waker panics in wake");
+        }
+    }
+    let (mut tx, mut rx) = spsc::waitable::<u32>(4).unwrap();
+    rx.set_wait_strategy(flowline::wait::WaitStrategy::SpinPark {
+        spins: 1,
+        yields: 0,
+    });
+    let bad = Waker::from(Arc::new(Panics));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _ = std::pin::pin!(rx.pop_async()).poll(&mut Context::from_waker(&bad));
+    }));
+    assert!(r.is_err(), "the self-wake's panic reached the poller");
+    tx.push(3).unwrap();
+    let ok = Waker::noop();
+    let p = std::pin::pin!(rx.pop_async()).poll(&mut Context::from_waker(ok));
+    assert_eq!(p, Poll::Ready(Ok(3)));
 }

@@ -18,6 +18,39 @@ fn waits_fall_back_to_polling_and_still_end_correctly() {
         !wait::simulate_barrier_failure(),
         "sleeping was already off"
     );
+    // The first registration of a task finds the barrier failing: nothing is registered,
+    // the clone kept for it is dropped (its panic contained), and the task's own waker is
+    // asked to poll again (its panic comes out of the poll; contained, the task would
+    // wait for a wake that never comes).
+    #[cfg(feature = "async")]
+    {
+        use std::future::Future;
+        use std::task::{Context, RawWaker, RawWakerVTable, Waker};
+        static V: RawWakerVTable = RawWakerVTable::new(
+            |p| RawWaker::new(p, &V),
+            |_| panic!("waker panics in wake"),
+            |_| panic!("waker panics in wake_by_ref"),
+            |_| panic!("waker panics in drop"),
+        );
+        let (_tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
+        rx.set_wait_strategy(WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 0,
+        });
+        // SAFETY: the vtable never dereferences the data pointer; the original is never
+        // dropped (its drop panics).
+        let w = std::mem::ManuallyDrop::new(unsafe {
+            Waker::from_raw(RawWaker::new(std::ptr::null(), &V))
+        });
+        let before = wait::waker_panics();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = std::pin::pin!(rx.pop_async()).poll(&mut Context::from_waker(&w));
+        }));
+        let payload = r.expect_err("the task's own wake_by_ref panicked");
+        let msg = payload.downcast_ref::<&str>().copied();
+        assert_eq!(msg, Some("waker panics in wake_by_ref"));
+        assert_eq!(wait::waker_panics() - before, 1, "the kept clone's drop");
+    }
     // Park after one spin and one yield: the first wait below tries to sleep at once.
     let park = WaitStrategy::SpinPark {
         spins: 1,

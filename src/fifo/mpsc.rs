@@ -524,24 +524,57 @@ impl<T> Drop for Shared<T> {
         // position; drop the rest of its current run, then every published run after it.
         let head = self.head.load(Ordering::Relaxed);
         let valid_end = self.cold.final_valid_end.load(Ordering::Relaxed);
-        let mut i = self.cold.final_run_end.load(Ordering::Relaxed);
+        let i = self.cold.final_run_end.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Relaxed);
         debug_assert!(
             valid_end.wrapping_sub(head) <= self.slots as u64,
             "consumer state corrupt"
         );
+        // The published runs after it go next, also when an item's `Drop` panics in this
+        // run or an earlier one (the guard goes on while the panic unwinds).
+        let rest = LaterRuns {
+            shared: self,
+            at: i,
+            tail,
+        };
         // SAFETY: [head, valid_end) are the unconsumed items of the consumer's current run.
         unsafe { self.drop_items(head, valid_end) };
-        while i != tail {
+        drop(rest);
+    }
+}
+
+/// Drops the published runs in `[at, tail)` at the end of a ring's life, one after the
+/// other, and goes on with the rest when an item's `Drop` panics in one of them.
+struct LaterRuns<'a, T> {
+    shared: &'a Shared<T>,
+    at: u64,
+    tail: u64,
+}
+
+impl<T> Drop for LaterRuns<'_, T> {
+    fn drop(&mut self) {
+        while self.at != self.tail {
             // A run never published (its chunk was leaked with mem::forget) ends the walk:
             // its items, and any after it, are leaked rather than guessed at.
-            let Some((len, valid)) = self.run_at(i) else {
+            let Some((len, valid)) = self.shared.run_at(self.at) else {
                 break;
             };
+            let from = self.at;
+            self.at = from.wrapping_add(len as u64);
+            // If this run's drop unwinds, this copy of the guard takes the runs after it.
+            let rest = LaterRuns {
+                shared: self.shared,
+                at: self.at,
+                tail: self.tail,
+            };
             // SAFETY: the run is published and was never consumed (it lies past the
-            // consumer's final position).
-            unsafe { self.drop_items(i, i.wrapping_add(valid as u64)) };
-            i = i.wrapping_add(len as u64);
+            // consumer's final position), and `at` has moved past it, so no guard drops
+            // it again.
+            unsafe {
+                self.shared
+                    .drop_items(from, from.wrapping_add(valid as u64))
+            };
+            core::mem::forget(rest);
         }
     }
 }
@@ -761,6 +794,12 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// upper size bound), moves items in until either runs out and publishes them; returns
     /// how many. Leftover items stay in the iterator; reserved slots it did not fill are
     /// published empty.
+    ///
+    /// While the iterator runs, the reserved slots are this producer's, as a
+    /// [`write_chunk`](Self::write_chunk)'s are: other producers find that room taken, and
+    /// the consumer stops at this run until it is published. An iterator without an upper
+    /// bound reserves all free room, so it should not wait on this ring or on anything
+    /// that waits on it; give a bounded iterator (`take(n)`) to reserve less.
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(2).unwrap();
