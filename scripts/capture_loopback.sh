@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records a small capture of real traffic on this machine's loopback interface, for the
-# pcap replay example and its test (issue 15):
+# pcap replay example and its test:
 #   scripts/capture_loopback.sh OUT.pcap [SECONDS]
 # While tcpdump listens on `lo`, a Python HTTP server on 127.0.0.1 and one on ::1 answer
 # concurrent curl requests (small pages and a 64 KiB file, keep-alive and not), and a UDP

@@ -45,12 +45,9 @@ pub(crate) use alloc::sync::Arc;
 /// goes through memory on every item. Here the drop passes the pointer by value to an
 /// out-of-line function that rebuilds the `Arc`, so only that function's temporary leaves.
 ///
-/// Measured 2026-12-04 (this project's 2-vCPU AMD guest, single `u64` items through 1024
-/// slots, handles on the threads' stacks, 4 sets of 7 runs paired with rtrb 0.4 in both
-/// orders): a ring coded as rtrb's but holding an `Arc` ran 0.86-0.91x rtrb (whose handles
-/// free their share by value), the same ring holding a plain pointer 0.95-1.05x;
-/// `fifo::spsc` went from 0.88-0.98x to 0.97-1.03x with this type, a small drop and an
-/// inlined polite wait (the consumer's other out-of-line call).
+/// With it, single items through `fifo::spsc` went from 0.88-0.98x to 0.97-1.03x of rtrb's
+/// speed (`docs/performance-notes.md` in the repository, "Ring handles that escaped to the
+/// compiler").
 #[cfg(any(loom, feature = "alloc"))]
 pub(crate) struct HandleArc<T> {
     /// From `Arc::into_raw`: this handle owns one strong count.

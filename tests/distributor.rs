@@ -1,5 +1,5 @@
-//! Integration tests of the distributor's invariants (DESIGN.md, "distributor"): each test
-//! would fail without the invariant it names.
+//! Integration tests of the distributor's guarantees (numbered as in the `distributor`
+//! module docs; 6 is bad input): each test would fail without the guarantee it names.
 #![cfg(all(not(loom), feature = "std"))]
 
 use std::collections::{HashSet, VecDeque};
@@ -776,7 +776,7 @@ fn flush_follows_a_reschedule_chain_across_two_workers() {
     assert_eq!(out, [40, 40, 40, 40]);
 }
 
-// ---- workers added at run time and removed for good (issue 11) -------------------------
+// ---- workers added at run time and removed for good ------------------------------------
 
 /// A distributor that starts with one worker gains workers at run time and loses them for
 /// good under load: each worker leaves after a few bursts (half its last burst handed back

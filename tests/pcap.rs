@@ -1,4 +1,4 @@
-//! Real packets through the distributor (issue 15): the pcap replay example's parser glue
+//! Real packets through the distributor: the pcap replay example's parser glue
 //! and replay engine, on the committed loopback capture and on damaged or unusual inputs.
 #![cfg(all(not(loom), feature = "std"))]
 

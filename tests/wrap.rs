@@ -5,7 +5,7 @@
 //! pointer width.
 //!
 //! CI runs this file natively and under Miri for `i686-unknown-linux-gnu` (32-bit `usize`).
-//! Regression tests for issue 9, items 2 to 4.
+//! Regression tests for index wrap-around, width assumptions and absurd sizes.
 #![cfg(not(loom))]
 
 use flowline::fifo::{mpsc, spsc};

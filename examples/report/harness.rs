@@ -1,6 +1,6 @@
 //! The report's measuring harness: pinned threads, the placement probe, alternation of the
-//! compared implementations, medians, and the output format of DESIGN.md ("The benchmark
-//! report"): `name value unit` lines, then `ratio_<scenario>_<a>_vs_<b> value x` lines.
+//! compared implementations, medians, and the output format: `name value unit` lines,
+//! then `ratio_<scenario>_<a>_vs_<b> value x` lines.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;

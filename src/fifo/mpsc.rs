@@ -256,9 +256,9 @@ pub fn build<T, W: WaitMode>(
 
 /// The largest group in which single pops release their slots by default. `fifo::spsc`
 /// releases in groups of at most 16 ([`spsc::MAX_RELEASE_BATCH`](super::spsc::MAX_RELEASE_BATCH));
-/// this ring keeps 128: with 16, single items ran 20-25% slower here (2026-12-04, `report --
-/// mpsc_r1024_burst1`, 3 near runs alternating with the build that released per 128:
-/// 91-94 against 115-121 Mitems/s). A release here also clears the descriptors of the runs
+/// this ring keeps 128: with 16, single items ran 20-25% slower (`docs/performance-notes.md`
+/// in the repository, "Lazy release of single pops"). A release here also clears the
+/// descriptors of the runs
 /// taken since the last one, and more releases mean more such passes and `head` stores
 /// that the producers' reservations read.
 pub const RELEASE_BATCH_MAX: usize = 128;

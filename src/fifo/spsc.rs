@@ -71,24 +71,10 @@
 //! test machine, whose `pause` takes about 20 ns; the length of a `pause` varies by CPU)
 //! before it reads the index again, so that one transfer of the line brings a batch.
 //!
-//! **Why large reads only.** Measured on this project's 2-vCPU test machine (AMD EPYC):
-//! - Bursts of 32 `u64`s, the chunk loops of `report -- spsc_r1024_burst32` in a
-//!   direct-call harness, 2026-12-04, 122 rows alternating with rtrb 0.4:
-//!   - with the cores far apart (10 rows, ~330 ns round trip): 230 Mitems/s with the pause
-//!     against 158 without (rtrb 210);
-//!   - near (112 rows): 873 against 872 (rtrb 907).
-//! - Bursts of 8, single pops and latency (4 runs of `report -- spsc_r1024 spsc_paced40`,
-//!   the ring without the pause against the ring with it):
-//!   - bursts of 8: 1.08-1.46x faster without it;
-//!   - single pops: 0.75-0.94x with the handles on the threads' stacks and 0.83-1.05x
-//!     boxed, and once single pops released in groups of 16 ([`MAX_RELEASE_BATCH`]),
-//!     0.98-1.44x and 1.01-1.22x faster without it;
-//!   - the median push-to-pop time at one item every 40 ns: 1.8-5.8x shorter without it.
-//! - In a copy of the chunk loops instrumented on both rings, the producer (never held up
-//!   by a full ring) published 30-40% slower at bursts of 8 while the consumer paused, then
-//!   read the ~190 items each pause let pile up. The rule that keeps the pause going (a
-//!   paused read that finds more items than an unpaused one) cannot see such a loss: a
-//!   longer wait always finds more.
+//! **Why large reads only.** On the machines measured, the pause sped up bursts of 32 when
+//! the cores were far apart and changed nothing when they were near, while it slowed
+//! bursts of 8 and single pops, and lengthened the push-to-pop time under a steady load;
+//! the figures are in `docs/performance-notes.md` in the repository ("Polite polling").
 //!
 //! A read that asks for a line's worth or two gains little from a batch and pays the
 //! pause in full; one that asks for four lines or more gets them in one transfer of the
@@ -96,11 +82,9 @@
 //! measurement shows a gain and the latency is affordable, and
 //! [`Off`](PolitePolling::Off) where a consumer polls many rings in turn.
 //!
-//! **The gain depends on the CPU.** On a 16-core Intel Xeon KVM guest (2026-12-04, 4 runs
-//! of `report -- spsc_r1024`, cores about 300 ns apart), [`On`](PolitePolling::On) moved
-//! single items 2.1-4.2x faster than the default with the handles on the threads' stacks
-//! (148-201 against 48-75 Mitems/s) and bursts of 8 1.1-3.0x faster, while the median
-//! push-to-pop time at one item every 40 ns grew 1.9-2.5x (3 runs). Measure on yours.
+//! **The gain depends on the CPU.** On a 16-core Intel Xeon guest, [`On`](PolitePolling::On)
+//! moved single items 2-4x faster than the default and bursts of 8 up to 3x faster, while
+//! the median push-to-pop time grew about 2x. Measure on yours.
 //!
 //! Only reads that may pause (by mode and size) feed the pause's bookkeeping: a read too
 //! small to pause goes straight to the producer's index, the path of a ring without
@@ -245,11 +229,9 @@ pub fn with_release_batch<T>(
 }
 
 /// The largest group in which single pops release their slots by default: 16 slots, two
-/// 64-byte lines of 8-byte items. Measured 2026-12-04 (single items, 1024-slot ring of
-/// `u64`, a tmp harness shaped as the report's, medians of 9 alternating runs): groups of
-/// 8-32 ran 0.88-0.99x rtrb 0.4 near and 0.93-0.99x far, groups of 128 0.79-0.86x near and
-/// 0.43-0.82x far, where the producer found the ring full at 97% of its reads of the
-/// consumer's index, waiting for a group to be released.
+/// 64-byte lines of 8-byte items. Groups of 8-32 ran at about rtrb's speed; groups of 128
+/// left the producer finding the ring full while it waited for a group to be released
+/// (`docs/performance-notes.md` in the repository, "Lazy release of single pops").
 pub const MAX_RELEASE_BATCH: usize = 16;
 
 /// How many slots single pops consume before releasing them to the producer, for a ring of
@@ -1266,8 +1248,8 @@ impl<T, W: WaitMode> Consumer<T, W> {
         // Also release when this pop took the last item this end knows of: a consumer that
         // pops what it saw and then waits for something else leaves nothing pending.
         // (A single `release_at` index, re-armed at each release and read of `tail`, saves a
-        // comparison here; measured 2026-12-04 it cost boxed handles a quarter of their
-        // throughput in the far placement: 54-69 against 75-89 Mitems/s.)
+        // comparison here, but cost boxed handles a quarter of their throughput when the
+        // cores were far apart.)
         if self.head.wrapping_sub(self.released) >= self.release_batch
             || self.head == self.cached_tail
         {
