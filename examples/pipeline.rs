@@ -402,11 +402,25 @@ fn run_nodes(o: &Opts) -> ExitCode {
     };
     // CPUs per node: the detected (or declared) topology's nodes if there are enough,
     // else the available CPUs dealt round robin (simulated nodes).
-    let topo = Topology::detect().unwrap_or_else(|e| {
-        eprintln!("note: {e}; using one node");
-        Topology::single_node(topology::available_cpus())
-    });
-    let cpus_of: Vec<Vec<usize>> = if topo.nodes().len() >= n {
+    // A declaration in FLOWLINE_TOPOLOGY that cannot be honoured is the user's error.
+    let topo = match Topology::detect() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("pipeline: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let simulated = topo.nodes().len() < n;
+    let placement = if simulated {
+        format!(
+            "simulated nodes: the {:?} topology's {} node(s) dealt round robin",
+            topo.source(),
+            topo.nodes().len()
+        )
+    } else {
+        format!("{:?} topology", topo.source())
+    };
+    let cpus_of: Vec<Vec<usize>> = if !simulated {
         topo.nodes()
             .iter()
             .take(n)
@@ -420,8 +434,8 @@ fn run_nodes(o: &Opts) -> ExitCode {
             .collect()
     };
     println!(
-        "pipeline: {n} nodes x {} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; node CPUs {:?} ({:?} topology; a node with one CPU runs its workers on its own thread)",
-        o.workers, flows, o.zipf, o.resched, o.drop, o.seconds, cpus_of, topo.source()
+        "pipeline: {n} nodes x {} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; node CPUs {:?} ({placement}; a node with one CPU runs its workers on its own thread)",
+        o.workers, flows, o.zipf, o.resched, o.drop, o.seconds, cpus_of
     );
     let resched_cut = (o.resched * u64::MAX as f64) as u64;
     let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);

@@ -212,8 +212,9 @@ impl Topology {
     ///
     /// # Errors
     ///
-    /// Only for a malformed `FLOWLINE_TOPOLOGY` (the user asked for something that cannot
-    /// be honoured); sysfs problems give the one-node answer instead.
+    /// Only for a malformed `FLOWLINE_TOPOLOGY`, or one naming a CPU this process may not
+    /// run on (the user asked for something that cannot be honoured); sysfs problems give
+    /// the one-node answer instead.
     ///
     /// ```
     /// let t = flowline::topology::Topology::detect().unwrap();
@@ -222,6 +223,16 @@ impl Topology {
     pub fn detect() -> Result<Topology, TopologyError> {
         if let Ok(spec) = std::env::var(TOPOLOGY_ENV) {
             let mut t = Topology::parse_declared(&spec)?;
+            if let Some(allowed) = imp::allowed_cpus() {
+                if let Some(c) = t.cpus().find(|c| !allowed.contains(c)) {
+                    return Err(TopologyError::BadDeclaration {
+                        spec,
+                        reason: format!(
+                            "CPU {c} is not one this process may run on (allowed: {allowed:?})"
+                        ),
+                    });
+                }
+            }
             t.source = Source::Environment;
             return Ok(t);
         }
@@ -517,6 +528,27 @@ mod imp {
         let cpu = unsafe { libc::sched_getcpu() };
         usize::try_from(cpu).ok()
     }
+
+    /// The CPUs the calling thread may run on, if the OS says.
+    pub(super) fn allowed_cpus() -> Option<Vec<usize>> {
+        // SAFETY: cpu_set_t is a plain bit array for which all-zero is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+        // SAFETY: `set` is a valid cpu_set_t and the size passed is its size; pid 0 means
+        // the calling thread.
+        let rc = unsafe {
+            libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set)
+        };
+        if rc != 0 {
+            return None;
+        }
+        let bits = 8 * core::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: every `c < bits` is inside `set`.
+        Some(
+            (0..bits)
+                .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+                .collect(),
+        )
+    }
 }
 
 #[cfg(not(all(target_os = "linux", not(miri))))]
@@ -532,6 +564,10 @@ mod imp {
 
     #[inline]
     pub(super) fn current_cpu() -> Option<usize> {
+        None
+    }
+
+    pub(super) fn allowed_cpus() -> Option<Vec<usize>> {
         None
     }
 }

@@ -208,6 +208,14 @@ fn detect_prefers_the_environment_then_sysfs() {
     std::env::set_var("FLOWLINE_TOPOLOGY", "0;0");
     let e = Topology::detect().unwrap_err();
     assert!(e.to_string().contains("two nodes"), "{e}");
+    // A CPU this process cannot run on is an error, not a node nobody can pin to.
+    #[cfg(target_os = "linux")]
+    {
+        let beyond = flowline::topology::available_cpus() + 1000;
+        std::env::set_var("FLOWLINE_TOPOLOGY", format!("0;{beyond}"));
+        let e = Topology::detect().unwrap_err();
+        assert!(e.to_string().contains("may run on"), "{e}");
+    }
     std::env::remove_var("FLOWLINE_TOPOLOGY");
     let t = Topology::detect().unwrap();
     assert!(matches!(t.source(), Source::Sysfs | Source::Fallback));

@@ -63,6 +63,11 @@ fn main() {
             }
             "-h" | "--help" => {
                 println!("usage: report [--quick] [--reps N] [--threads 2,4,..] [FILTER...]");
+                println!("  --quick       smoke run: every scenario with tiny loops, to check that it runs;");
+                println!("                its figures mean nothing");
+                println!("  --reps N      repetitions per scenario (medians of N)");
+                println!("  --threads L   thread counts for the scale_* scenarios");
+                println!("  FILTER        run only scenarios whose names contain one of these");
                 println!("env: REPORT_CPUS=a,b,.. (CPUs to pin to), REPORT_LAYOUT=advance,offset (one ring layout)");
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
