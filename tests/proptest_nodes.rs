@@ -33,7 +33,38 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Few flows, weighted towards reschedules and migrations: the reschedules a flow makes
+/// into another before and after either flow's bucket moves.
+fn resched_op() -> impl Strategy<Value = Op> {
+    let node = 0usize..3;
+    let w = 0usize..2;
+    let flow = 0u8..4;
+    prop_oneof![
+        3 => (node.clone(), proptest::collection::vec(flow.clone(), 0..4))
+            .prop_map(|(n, f)| Op::Input(n, f)),
+        5 => node.clone().prop_map(Op::Distribute),
+        3 => (node.clone(), w.clone(), 0usize..5).prop_map(|(n, w, k)| Op::Recv(n, w, k)),
+        2 => (node.clone(), w.clone(), 0usize..4).prop_map(|(n, w, k)| Op::Done(n, w, k)),
+        3 => (node.clone(), w.clone(), flow.clone()).prop_map(|(n, w, f)| Op::Resched(n, w, f)),
+        1 => node.clone().prop_map(Op::Collect),
+        3 => (node.clone(), flow, node).prop_map(|(n, f, to)| Op::Migrate(n, f, to)),
+    ]
+}
+
 proptest! {
+    #[test]
+    fn reschedules_keep_their_order_while_buckets_migrate(
+        nodes in 2usize..4,
+        workers in 1usize..3,
+        credit in 1usize..4,
+        bridge in 1usize..3,
+        ops in proptest::collection::vec(resched_op(), 0..120),
+    ) {
+        if let Err(e) = run(nodes, workers, credit, bridge, &ops) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+
     #[test]
     fn nodes_match_model(
         nodes in 1usize..4,

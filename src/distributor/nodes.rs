@@ -30,7 +30,11 @@
 //!   A reschedule into a flow goes after the packets of that flow already waiting at its
 //!   owner (come over a bridge, or released by a handover, and waiting for credit) and
 //!   before any that arrive later. The packets a handover held at the new owner are
-//!   released in the order that node read them, whichever node they came from.
+//!   released in the order that node read them, whichever node they came from. The
+//!   reschedules one flow's packets make into another flow reach it in the order they
+//!   were made, also when either flow's bucket migrates meanwhile. Packets of one flow
+//!   that wait at its owner after coming over different bridges are placed in the order
+//!   they were read.
 //! * **Exactly once.** Every packet comes back once: processed, at its owner's
 //!   [`collect`](NodeDistributor::collect) (or counted as dropped or lost there); or
 //!   unplaced, to a caller of [`distribute`](NodeDistributor::distribute) (its own input
@@ -100,6 +104,7 @@
 //! ```
 
 use core::fmt;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -409,6 +414,11 @@ pub struct NodeDistributor<T, F> {
     holding: bool,
     /// Packets read from the bridge from node `s`, ever.
     read_from: Vec<u64>,
+    /// Packets pushed onto the bridge to node `o`, ever.
+    pushed_to: Vec<u64>,
+    /// `pushed_to[o]` just after the last reschedule pushed onto the bridge to node `o`:
+    /// once node `o` has read that many, it has every reschedule this node sent it.
+    resched_end: Vec<u64>,
     /// The map version this node has adopted (published in `progress`), and the one for
     /// which it last looked at its held packets: both catch up with its copy's version
     /// in `refresh_map`.
@@ -432,6 +442,10 @@ struct Drain {
     bucket: usize,
     /// The map version that gave the bucket to its new owner.
     version: u64,
+    /// The last poll of the return rings whose reschedules were looked at for the bucket
+    /// ([`divert_draining`](NodeDistributor::divert_draining)); at the start, the last poll
+    /// before the migration.
+    scanned: u64,
     phase: Phase,
 }
 
@@ -449,6 +463,16 @@ enum Phase {
     /// worker (a reschedule into the bucket routed here since): if one is, the phase
     /// starts again. The counts spare the table scan on every call.
     Workers(Vec<u64>),
+    /// Until every other node has read, off this node's bridge to it, the reschedules this
+    /// node sent it up to now (`pushed_to` reaching these counts; reschedules still
+    /// waiting for bridge room count as sent): those its workers made from the bucket's
+    /// packets too. A reschedule into flow `g` made here before the handover ends then
+    /// waits at `g`'s owner already (a reader keeps a reschedule that it reads later
+    /// behind what waits there, invariant 4), so one made from a later packet of the
+    /// same flow at the new owner cannot overtake it; it could while still on a bridge
+    /// or in `pending_out`. Nothing of the bucket reaches the workers here any more (the
+    /// other phases are done, and reschedules into it go to its new owner).
+    Delivery(Vec<u64>),
 }
 
 /// A migration that cannot start ([`NodeDistributor::migrate`]).
@@ -582,6 +606,8 @@ where
                 held: Vec::new(),
                 holding: false,
                 read_from: vec![0; n],
+                pushed_to: vec![0; n],
+                resched_end: vec![0; n],
                 adopted: 0,
                 released: 0,
                 drain: None,
@@ -653,7 +679,11 @@ where
     /// says when it is over. One migration out of a node at a time. The handover waits
     /// until every worker of this node has completed what it held when the bucket's last
     /// packet was routed here, so a stalled worker here delays it (measured with no
-    /// stall: `dist_2nodes_migrating` in the report).
+    /// stall: `dist_2nodes_migrating` in the report); then until the other nodes have read
+    /// the reschedules this node sent them (its workers' reschedules of the bucket's
+    /// packets among them), so a node whose packets from here wait for its workers' credit
+    /// delays it too. Reschedules into the bucket that this node's workers make meanwhile
+    /// go to `to`, which holds them with the bucket's other packets.
     ///
     /// The ownership map is shared by the nodes and replaced at each step of a migration
     /// (crossbeam-epoch frees the versions no node reads any more); each node compares
@@ -715,6 +745,7 @@ where
         self.drain = Some(Drain {
             bucket,
             version,
+            scanned: self.dist.epoch,
             phase: Phase::Adoption,
         });
         self.refresh_map();
@@ -822,6 +853,7 @@ where
         // goes out ahead of this call's input, to whichever node owns its new tag. `tag`
         // may panic in here: nothing has been taken from `pkts` yet.
         self.dist.poll_returns();
+        self.divert_draining();
         self.refresh_behind();
         self.dist.route_polled();
         self.export_reschedules();
@@ -894,6 +926,7 @@ where
         let r = r.and_then(|()| {
             let before = self.sorted[self.id].len();
             self.dist.poll_returns();
+            self.divert_draining();
             self.refresh_behind();
             // Input of the flows whose released packets still wait for credit waits behind
             // them (back to the caller); the other flows go on.
@@ -1299,6 +1332,10 @@ where
                 drop(it);
                 self.stats.sent += k as u64;
                 self.stats.bursts += 1;
+                self.pushed_to[o] += k as u64;
+                if !count {
+                    self.resched_end[o] = self.pushed_to[o];
+                }
             }
         }
         self.out[o] = Some(tx);
@@ -1338,6 +1375,7 @@ where
                 // (`refresh_behind`), and these packets after a reschedule read before they
                 // arrived.
                 self.dist.poll_returns();
+                self.divert_draining();
                 self.refresh_behind();
                 // (Set anew for every queue: a panic in the step before may have left it.)
                 let (mut old, arrived) = if s == id {
@@ -1345,6 +1383,7 @@ where
                     (usize::MAX, 0)
                 } else {
                     self.wait_behind_released();
+                    self.wait_behind_earlier(s);
                     (0, self.inbound_at[s])
                 };
                 if self.dist.active_workers() == 0 {
@@ -1398,6 +1437,32 @@ where
         }
     }
 
+    /// Adds to `wait_first` the flows of the packets waiting in another bridge's queue
+    /// that arrived before those of `inbound[s]` (by an earlier poll), before the node
+    /// places `inbound[s]`: they go first. A flow whose bucket migrated from one node to
+    /// another sends the reschedules it made into a flow owned by a third node over two
+    /// bridges; those made at the old owner are read here before the handover ends
+    /// ([`Phase::Delivery`]), so before any made at the new owner, and must not be
+    /// overtaken by them while they wait for credit. If `tag` panics, the set is partial,
+    /// and the queue is not placed in this step (the panic ends it).
+    fn wait_behind_earlier(&mut self, s: usize) {
+        let Self {
+            id,
+            dist,
+            inbound,
+            inbound_at,
+            tag,
+            ..
+        } = self;
+        for (o, q) in inbound.iter().enumerate() {
+            if o != *id && o != s && inbound_at[o] < inbound_at[s] {
+                for p in q {
+                    dist.wait_first.insert(tag(p));
+                }
+            }
+        }
+    }
+
     /// Tells the local distributor which packets wait here to be placed (every `inbound`
     /// queue, with the poll after which it arrived), so that a reschedule read after
     /// them waits behind them. Only while the backlog holds something: otherwise there is
@@ -1423,6 +1488,60 @@ where
                 *e = (*e).min(arrived);
             }
         }
+    }
+
+    /// Sends the reschedules into the bucket migrating out of this node that the polls
+    /// since the migration started read to its new owner (into `dist.exported`, in order,
+    /// for `export_reschedules`), instead of to the workers here: that node holds them
+    /// with the bucket's other packets until this node is done, and releases them in the
+    /// order it read them. A reschedule into one of the bucket's flows, `g`, made at the
+    /// new owner from a packet of flow `f` waits there until this node is done; if `f`'s
+    /// bucket then moves here, a reschedule into `g` made here from a later packet of `f`
+    /// must not run here before it. Packets a leaving worker handed back (read as 0) and
+    /// reschedules read before the migration stay: they are older than anything of the
+    /// bucket elsewhere. If `tag` panics, nothing has moved (and the next poll looks
+    /// again).
+    fn divert_draining(&mut self) {
+        let Self {
+            drain, dist, tag, ..
+        } = self;
+        let Some(d) = drain.as_mut() else {
+            return;
+        };
+        if d.scanned >= dist.epoch {
+            return;
+        }
+        // Tagged first: if `tag` panics, nothing has moved. Only the reschedules read
+        // since the last look (the backlog keeps the order in which it was read).
+        let mut hits = Vec::new();
+        for (k, (p, &at)) in dist.backlog.iter().zip(&dist.backlog_at).enumerate() {
+            if at > d.scanned && bucket_of(tag(p)) == d.bucket {
+                hits.push(k);
+            }
+        }
+        d.scanned = dist.epoch;
+        if hits.is_empty() {
+            return;
+        }
+        let mut next = hits.iter().copied().peekable();
+        let mut keep = VecDeque::with_capacity(dist.backlog.len() - hits.len());
+        let mut keep_at = VecDeque::with_capacity(keep.capacity());
+        for (k, (p, at)) in dist
+            .backlog
+            .drain(..)
+            .zip(dist.backlog_at.drain(..))
+            .enumerate()
+        {
+            if next.next_if_eq(&k).is_some() {
+                dist.exported.push(p);
+                dist.exported_at.push(at);
+            } else {
+                keep.push_back(p);
+                keep_at.push_back(at);
+            }
+        }
+        dist.backlog = keep;
+        dist.backlog_at = keep_at;
     }
 
     /// Moves the packets of buckets migrating here out of `inbound[s]` into `held`, in
@@ -1565,7 +1684,7 @@ where
             Some(d) => {
                 let adopted = match d.phase {
                     Phase::Adoption => self.all_adopted(d.version),
-                    Phase::Bridges(_) | Phase::Workers(_) => true,
+                    Phase::Bridges(_) | Phase::Workers(_) | Phase::Delivery(_) => true,
                 };
                 let bucket = d.bucket;
                 (adopted, adopted && self.bucket_waiting(bucket))
@@ -1619,10 +1738,39 @@ where
                         d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
                         break;
                     }
+                    if !self.dist.exported.is_empty() {
+                        // Not expected (the call's last step queued them); the counts
+                        // below take only queued ones, so wait for the next call.
+                        break;
+                    }
+                    // Every reschedule the workers made from the bucket's packets has been
+                    // read: queued for a bridge, sent, or placed here.
+                    let targets = (0..self.nodes)
+                        .map(|o| match self.pending_out[o].len() as u64 {
+                            0 => self.resched_end[o],
+                            waiting => self.pushed_to[o] + waiting,
+                        })
+                        .collect();
+                    d.phase = Phase::Delivery(targets);
+                }
+                Phase::Delivery(_) if waiting => {
+                    // Not expected (see `Phase::Delivery`); were one here, it would be
+                    // routed first, as above.
+                    d.phase = Phase::Bridges(vec![0; self.nodes]);
+                    break;
+                }
+                Phase::Delivery(_) => {
+                    let Phase::Delivery(targets) = &mut d.phase else {
+                        unreachable!("matched above");
+                    };
+                    if !self.delivered(targets) {
+                        break;
+                    }
                     // Nothing of the bucket is here, and nothing more can come: the other
                     // nodes send it elsewhere, new input here waits with the caller, and
-                    // from now on a reschedule into it by a worker here goes to the new
-                    // owner too. The new owner starts.
+                    // a reschedule into it by a worker here goes to the new owner. The
+                    // reschedules made here from its packets wait at their flows' owners.
+                    // The new owner starts.
                     self.map.finish(self.id, |b| b == d.bucket);
                     self.stats.migrations += 1;
                     self.refresh_map();
@@ -1631,6 +1779,35 @@ where
             }
         }
         self.drain = Some(d);
+    }
+
+    /// Whether every other node has read, off the bridge from this node, `targets[o]`
+    /// packets (a handover's [`Phase::Delivery`]); the targets reached are set to 0, so
+    /// that only the heads of the bridges still short of theirs are read (the consumers'
+    /// lines).
+    fn delivered(&self, targets: &mut [u64]) -> bool {
+        let mut all = true;
+        for (o, target) in targets.iter_mut().enumerate() {
+            let Some(tx) = self.out[o].as_ref().filter(|_| *target > 0) else {
+                continue;
+            };
+            // Reschedules still waiting for room were counted as sent to `o`; if they went
+            // elsewhere since (a new map version re-sorted them, or `o` was dropped), the
+            // count stops at what was pushed.
+            if self.pending_out[o].is_empty() {
+                *target = (*target).min(self.pushed_to[o]);
+            }
+            // `len` loads the consumer's head (Acquire), pairing with the Release store of
+            // its head after it took the packets: what it read is in its queues (or
+            // placed) before this node ends the handover, which it learns only after.
+            // A dropped node reads nothing more: nothing of it to wait for.
+            if *target <= self.pushed_to[o] - tx.len() as u64 || tx.is_abandoned() {
+                *target = 0;
+            } else {
+                all = false;
+            }
+        }
+        all
     }
 
     /// Publishes this node's counts when they changed (a store to its own line, read by

@@ -10,6 +10,9 @@
 //!   entered;
 //! - a packet rescheduled to flow `g` by a worker of node `k` reaches a worker before any
 //!   packet of `g` that a later `distribute` call of node `k` takes from its caller;
+//! - the packets rescheduled from flow `f` into flow `g` reach workers in the order they
+//!   were rescheduled (at whichever nodes `f` ran: its bucket may migrate in between, and
+//!   so may `g`'s);
 //! - every packet collected or dropped was in the layout, once (none twice, none made up);
 //! - a flush that returns `Ok` does so only when every node is flushing and every packet
 //!   in the layout has come back (those left are in the callers' hands);
@@ -130,6 +133,14 @@ struct State {
     /// Packets a leaving worker handed back unprocessed: received again later, they are
     /// not order-checked (their flow's earlier packets were checked the first time).
     unprocessed: HashSet<u64>,
+    /// Rescheduled packets no worker has received yet: id -> (flow it was rescheduled
+    /// from, flow it was rescheduled to, its number among the reschedules from the one
+    /// into the other).
+    resched_from: HashMap<u64, (u64, u64, u64)>,
+    /// Per (flow rescheduled from, flow rescheduled to): reschedules made, and the number
+    /// of the last one a worker received.
+    resched_made: HashMap<(u64, u64), u64>,
+    resched_seen: HashMap<(u64, u64), u64>,
     /// Per node: `distribute` calls so far.
     calls: Vec<u64>,
     /// Per packet taken from a caller: (node, number of the `distribute` call that took it
@@ -191,6 +202,17 @@ impl State {
                 ));
             }
             self.rescheduled.retain(|&(pid, ..)| pid != p.id);
+            if let Some((f, g, k)) = self.resched_from.remove(&p.id) {
+                if let Some(&l) = self.resched_seen.get(&(f, g)) {
+                    if k < l {
+                        return Err(format!(
+                            "{p:?}, rescheduled from flow {f} (number {k}), received after \
+                             number {l} of those"
+                        ));
+                    }
+                }
+                self.resched_seen.insert((f, g), k);
+            }
             if self.live.get(&p.id) != Some(&p) {
                 return Err(format!("{p:?} received but not in the layout as such"));
             }
@@ -261,6 +283,8 @@ impl State {
             }
             self.rescheduled
                 .retain(|&(pid, _, k, _)| pid != p.id || k == node);
+            // Given back, a reschedule leaves its path: no longer ordered.
+            self.resched_from.remove(&p.id);
         }
     }
 
@@ -329,6 +353,9 @@ pub fn run(
         last: HashMap::new(),
         rescheduled: Vec::new(),
         unprocessed: HashSet::new(),
+        resched_from: HashMap::new(),
+        resched_made: HashMap::new(),
+        resched_seen: HashMap::new(),
         calls: vec![0; n],
         taken: HashMap::new(),
         next_id: 0,
@@ -375,8 +402,12 @@ pub fn run(
                     continue;
                 };
                 if let Some(mut p) = held.pop_front() {
+                    let from = p.flow;
                     p.flow = u64::from(f % 8);
                     p.moved = true;
+                    let made = st.resched_made.entry((from, p.flow)).or_insert(0);
+                    *made += 1;
+                    st.resched_from.insert(p.id, (from, p.flow, *made));
                     st.live.insert(p.id, p);
                     st.rescheduled.retain(|&(pid, ..)| pid != p.id);
                     st.rescheduled
