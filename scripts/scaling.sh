@@ -29,7 +29,7 @@ prepare() {
 	local anchors="$ROOT/../shared/anchors/dpdk"
 	mkdir -p "$DEV/dpdk/lib"
 	grep -qx '/.dev/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.dev/' >>"$ROOT/.git/info/exclude"
-	(cd "$ROOT" && cargo build --release --example report)
+	(cd "$ROOT" && cargo build --release -p flowline-bench --example report)
 	cp "$ROOT/target/release/examples/report" "$DEV/report"
 	strip "$DEV/report"
 	if [ -d "$anchors" ] && pkg-config --exists libdpdk; then

@@ -5,7 +5,7 @@
 //! direction, and the table Toeplitz hash equals the bitwise definition.
 #![no_main]
 
-#[path = "../../examples/pcap_replay/frames.rs"]
+#[path = "../../bench/examples/pcap_replay/frames.rs"]
 mod frames;
 
 use std::net::IpAddr;

@@ -1,7 +1,7 @@
 //! The benchmark report: every scenario side by side with its peers, in one run.
 //!
 //! ```text
-//! cargo run --release --example report -- [--quick] [--reps N] [FILTER...]
+//! cargo run --release -p flowline-bench --example report -- [--quick] [--reps N] [FILTER...]
 //! ```
 //!
 //! Runs all scenarios, or those whose name contains a FILTER, and prints one line per

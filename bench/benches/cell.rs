@@ -1,6 +1,6 @@
 //! Criterion micro-benchmarks for assign-unless-equal, one thread, side by side with an
 //! unconditional store. The cross-core scenarios (the virtio shape, writer + reader) are in
-//! `examples/report.rs`, which pins threads and tracks the VM's placement.
+//! the report (`bench/examples/report`), which pins threads and tracks the VM's placement.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};

@@ -3,7 +3,7 @@
 //! worker returns every packet, the distributor collects them, and the sum of the returned
 //! sequence numbers is checked.
 //! - `dist_1worker`: 1024 synthetic flows, round robin.
-//! - `dist_pcap`: the flows of a real capture (`tests/data/loopback.pcap`, tagged by the
+//! - `dist_pcap`: the flows of a real capture (`bench/tests/data/loopback.pcap`, tagged by the
 //!   symmetric RSS hash of each frame's 5-tuple, as the `pcap_replay` example does), looped
 //!   with a flow salt per lap, next to the synthetic flows in the same run.
 //! - `dist_2nodes`: the multi-node layout (`distributor::nodes`) on 2 simulated nodes, node 0

@@ -2,11 +2,11 @@
 //! flows, checked by TCP sequence numbers.
 //!
 //! ```text
-//! cargo run --release --example pcap_replay -- [--pcap FILE] [--loops N] [--workers N]
+//! cargo run --release -p flowline-bench --example pcap_replay -- [--pcap FILE] [--loops N] [--workers N]
 //!     [--burst N] [--credit N]
 //! ```
 //!
-//! Reads the capture (default: `tests/data/loopback.pcap`, real loopback traffic recorded
+//! Reads the capture (default: `bench/tests/data/loopback.pcap`, real loopback traffic recorded
 //! by `scripts/capture_loopback.sh`), parses every frame's Ethernet / VLAN / IPv4 / IPv6 /
 //! TCP / UDP headers, and tags it with the symmetric Toeplitz RSS hash of its addresses and
 //! ports (both directions of a connection are one flow, as with a NIC's symmetric RSS key).
@@ -34,7 +34,7 @@ const HELP: &str = "\
 pcap_replay: a capture's frames through the flowline distributor, checked by TCP sequence numbers
 
 options:
-  --pcap FILE   pcap or pcapng capture (default tests/data/loopback.pcap)
+  --pcap FILE   pcap or pcapng capture (default bench/tests/data/loopback.pcap)
   --loops N     replay the capture N times, each with its own flow salt (default 2000)
   --workers N   worker threads (default: CPUs - 1, at least 1)
   --burst N     distributor burst size (default 32)

@@ -1,5 +1,5 @@
 //! Parser glue of the pcap replay example: capture file -> frames -> flow key, symmetric RSS
-//! hash, TCP sequence number. Shared (by `#[path]`) with `tests/pcap.rs`, the report's
+//! hash, TCP sequence number. Shared (by `#[path]`) with `bench/tests/pcap.rs`, the report's
 //! `dist_pcap` scenario and the fuzz target `pcap_parse`.
 //!
 //! Reading uses `pcap-file` (classic pcap and pcapng); header parsing uses `etherparse` in

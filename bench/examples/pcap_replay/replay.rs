@@ -1,7 +1,7 @@
 //! The replay engine of the pcap example: a capture's frames, looped `laps` times with a
 //! distinct flow salt per lap, through a flowline distributor and its workers, checked on
 //! the way out (exactly once; per flow direction, capture order; for TCP, the sequence
-//! numbers the workers parsed). Shared with `tests/pcap.rs` by `#[path]`.
+//! numbers the workers parsed). Shared with `bench/tests/pcap.rs` by `#[path]`.
 #![allow(dead_code)] // The test and the example use different parts.
 
 use std::sync::Arc;

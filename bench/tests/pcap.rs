@@ -1,6 +1,5 @@
 //! Real packets through the distributor: the pcap replay example's parser glue
 //! and replay engine, on the committed loopback capture and on damaged or unusual inputs.
-#![cfg(all(not(loom), feature = "std"))]
 
 #[path = "../examples/pcap_replay/frames.rs"]
 mod frames;
