@@ -180,6 +180,8 @@ pub struct Report {
     pub reps: usize,
     pub quick: bool,
     rows: Vec<(String, f64, &'static str)>,
+    /// Every scenario's results, for the Markdown page.
+    pub results: Vec<crate::markdown::ScenarioResult>,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -201,6 +203,7 @@ impl Report {
             reps,
             quick,
             rows: Vec::new(),
+            results: Vec::new(),
         }
     }
 
@@ -248,12 +251,24 @@ impl Report {
             }
         }
         let after = probe_rtt_ns();
+        let mut result = crate::markdown::ScenarioResult {
+            name: name.to_string(),
+            probe: (before, after),
+            figures: Vec::new(),
+            ratios: Vec::new(),
+        };
         let mut medians = Vec::new();
         for (i, (impl_name, _)) in impls.iter().enumerate() {
             let mut per_metric = Vec::new();
             for (m, metric) in metrics.iter().enumerate() {
                 let v = median(&mut samples[i][m].clone());
                 per_metric.push(v);
+                result.figures.push((
+                    impl_name.to_string(),
+                    metric.suffix.to_string(),
+                    v,
+                    metric.unit,
+                ));
                 self.emit(
                     format!("{impl_name}_{name}{}", metric.suffix),
                     v,
@@ -289,7 +304,9 @@ impl Report {
                 .collect();
             let p = median(&mut paired);
             self.emit(format!("pratio_{name}_{a}_vs_{b}"), p, "x");
+            result.ratios.push((a.to_string(), b.to_string(), r, p));
         }
+        self.results.push(result);
         self.emit("probe_rtt_ns".into(), after, "ns");
         if before.max(after) > 1.5 * before.min(after) {
             eprintln!(

@@ -24,6 +24,7 @@ mod dist;
 mod frames;
 mod harness;
 mod lock;
+mod markdown;
 mod mpsc;
 mod scale;
 mod spsc;
@@ -34,6 +35,8 @@ fn main() {
     let mut reps = 5;
     let mut quick = false;
     let mut threads = scale::default_threads();
+    let mut markdown_to: Option<String> = None;
+    let mut anchors: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -47,6 +50,18 @@ fn main() {
                         eprintln!("--reps takes a positive number");
                         std::process::exit(2)
                     })
+            }
+            "--markdown" => {
+                markdown_to = Some(args.next().unwrap_or_else(|| {
+                    eprintln!("--markdown takes a file to write");
+                    std::process::exit(2)
+                }))
+            }
+            "--anchors" => {
+                anchors = Some(args.next().unwrap_or_else(|| {
+                    eprintln!("--anchors takes a file of `name value unit` lines");
+                    std::process::exit(2)
+                }))
             }
             "--threads" => {
                 threads = args
@@ -62,11 +77,14 @@ fn main() {
                     })
             }
             "-h" | "--help" => {
-                println!("usage: report [--quick] [--reps N] [--threads 2,4,..] [FILTER...]");
+                println!("usage: report [--quick] [--reps N] [--threads 2,4,..] [--markdown F [--anchors F]] [FILTER...]");
                 println!("  --quick       smoke run: every scenario with tiny loops, to check that it runs;");
                 println!("                its figures mean nothing");
                 println!("  --reps N      repetitions per scenario (medians of N)");
                 println!("  --threads L   thread counts for the scale_* scenarios");
+                println!("  --markdown F  also write the results as a Markdown page to F (BENCHMARKS.md)");
+                println!("  --anchors F   with --markdown: add the figures of F (`name value unit` lines,");
+                println!("                `# source: ...` lines saying where they came from)");
                 println!("  FILTER        run only scenarios whose names contain one of these");
                 println!("env: REPORT_CPUS=a,b,.. (CPUs to pin to), REPORT_LAYOUT=advance,offset (one ring layout)");
                 println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
@@ -111,4 +129,12 @@ fn main() {
     wait::run(&mut r);
     scale::run(&mut r, &threads);
     r.print_table();
+    if let Some(path) = markdown_to {
+        let page = markdown::render(&r.results, r.reps, r.quick, anchors.as_deref())
+            .and_then(|page| std::fs::write(&path, page).map_err(|e| format!("{path}: {e}")));
+        if let Err(e) = page {
+            eprintln!("report: {e}");
+            std::process::exit(1);
+        }
+    }
 }

@@ -1,0 +1,287 @@
+//! The report as a Markdown page (`--markdown FILE`, which BENCHMARKS.md is made with): a
+//! header naming the machine, the toolchain, the commit, the date and the command, then one
+//! table per scenario family with each scenario's medians, its same-run ratios, the
+//! placement probe around it and its target, and the DPDK anchors when a file of them is
+//! given (`--anchors FILE`).
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+/// What one scenario produced.
+pub struct ScenarioResult {
+    pub name: String,
+    /// The CPU0-CPU1 round trip before and after the scenario, ns.
+    pub probe: (f64, f64),
+    /// (implementation, figure suffix, median, unit).
+    pub figures: Vec<(String, String, f64, &'static str)>,
+    /// (a, b, ratio of the medians, median of the per-repetition ratios): above 1 means
+    /// `a` wins.
+    pub ratios: Vec<(String, String, f64, f64)>,
+}
+
+/// The targets the project holds its figures to, by scenario and compared pair.
+const TARGETS: &[(&str, &str, &str, &str)] = &[
+    ("spsc_r1024_burst1", "flowline", "rtrb", ">= 1.2x"),
+    ("spsc_r1024_burst8", "flowline", "rtrb", ">= 1.3x"),
+    ("spsc_r1024_burst32", "flowline", "rtrb", ">= 1.2x"),
+    ("spsc_r1024_burst32", "flowline", "raw", ">= 0.6x"),
+    ("spsc_pingpong", "flowline", "rtrb", ">= 0.9x"),
+    (
+        "counter_2writers_inc",
+        "flowline_handle",
+        "atomic",
+        ">= 10x",
+    ),
+    ("cell_2writers_unchanged", "flowline", "store", ">= 1.2x"),
+    ("wait_spsc_burst32", "flowline_wait", "flowline", ">= 0.97x"),
+    (
+        "wait_spsc_burst32",
+        "flowline_waitable",
+        "flowline",
+        ">= 0.97x",
+    ),
+];
+
+fn target(scenario: &str, a: &str, b: &str) -> Option<&'static str> {
+    TARGETS
+        .iter()
+        .find(|t| t.0 == scenario && t.1 == a && t.2 == b)
+        .map(|t| t.3)
+}
+
+/// The family a scenario belongs to: the part of its name before the first `_`.
+fn family(name: &str) -> &str {
+    name.split('_').next().unwrap_or(name)
+}
+
+fn family_title(f: &str) -> &str {
+    match f {
+        "cell" => "Assign-unless-equal cells",
+        "spsc" => "SPSC rings",
+        "mpsc" => "MPSC rings",
+        "counter" => "Sharded counters",
+        "dist" => "The distributor",
+        "lock" => "Locks and the lock meter",
+        "wait" => "Waiting: blocking and async forms",
+        "scale" => "Scaling with threads",
+        other => other,
+    }
+}
+
+/// First line of a command's output, or `unknown`.
+fn command_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`, from the system clock (days to civil date, after
+/// Howard Hinnant's algorithm).
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The commit the report was built from, with `-dirty` when the tree had changes.
+fn commit() -> String {
+    let hash = command_line("git", &["rev-parse", "--short=12", "HEAD"]);
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if dirty {
+        format!("{hash}-dirty")
+    } else {
+        hash
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// An anchors file: where its figures came from, and the figures (name, value, unit).
+type Anchors = (Vec<String>, Vec<(String, f64, String)>);
+
+/// Reads `name value unit` lines (and `# source: ...` lines naming where they came from)
+/// from an anchors file.
+fn read_anchors(path: &str) -> Result<Anchors, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut sources = Vec::new();
+    let mut rows = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(s) = line.strip_prefix("# source:") {
+            sources.push(s.trim().to_string());
+        } else if line.is_empty() || line.starts_with('#') {
+            continue;
+        } else {
+            let mut parts = line.split_whitespace();
+            let (Some(name), Some(value), unit) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(format!("{path}:{}: expected `name value unit`", n + 1));
+            };
+            let value: f64 = value
+                .parse()
+                .map_err(|_| format!("{path}:{}: `{value}` is not a number", n + 1))?;
+            rows.push((name.to_string(), value, unit.unwrap_or("").to_string()));
+        }
+    }
+    Ok((sources, rows))
+}
+
+/// The whole page.
+pub fn render(
+    results: &[ScenarioResult],
+    reps: usize,
+    quick: bool,
+    anchors: Option<&str>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let _ = writeln!(out, "# Benchmarks\n");
+    let _ = writeln!(
+        out,
+        "Generated by the benchmark report (`bench/examples/report`); do not edit by hand. \
+         Medians of {reps} repetitions per scenario, the compared implementations \
+         alternating in each. A ratio above 1 means the first implementation wins: \
+         `ratio` compares the medians, `paired` is the median of the ratios within each \
+         repetition (steadier when the placement moves). `probe` is the CPU0-CPU1 round \
+         trip before and after the scenario: cross-core figures move with it.\n"
+    );
+    if quick {
+        let _ = writeln!(
+            out,
+            "**A `--quick` smoke run: every loop is tiny and these figures mean nothing.**\n"
+        );
+    }
+    let _ = writeln!(out, "| | |\n| --- | --- |");
+    let _ = writeln!(out, "| CPU | {} |", cpu_model());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let _ = writeln!(out, "| CPUs available | {cores} |");
+    let _ = writeln!(out, "| kernel | {} |", command_line("uname", &["-sr"]));
+    let _ = writeln!(out, "| rustc | {} |", command_line("rustc", &["--version"]));
+    let _ = writeln!(out, "| commit | {} |", commit());
+    let _ = writeln!(out, "| date | {} |", today());
+    let _ = writeln!(
+        out,
+        "| command | `cargo run --release -p flowline-bench --example report -- {}` |",
+        args.join(" ")
+    );
+    let _ = writeln!(out);
+    let mut families: Vec<&str> = Vec::new();
+    for r in results {
+        let f = family(&r.name);
+        if !families.contains(&f) {
+            families.push(f);
+        }
+    }
+    for f in families {
+        let _ = writeln!(out, "## {}\n", family_title(f));
+        let _ = writeln!(
+            out,
+            "| scenario | medians | ratio (paired) | target | probe, ns |\n| --- | --- | --- | --- | --- |"
+        );
+        for r in results.iter().filter(|r| family(&r.name) == f) {
+            let figures: Vec<String> = r
+                .figures
+                .iter()
+                .map(|(imp, suffix, v, unit)| format!("{imp}{suffix}: {} {unit}", fmt_value(*v)))
+                .collect();
+            let ratios: Vec<String> = r
+                .ratios
+                .iter()
+                .map(|(a, b, x, p)| format!("{a} vs {b}: {x:.2}x ({p:.2}x)"))
+                .collect();
+            let targets: Vec<String> = r
+                .ratios
+                .iter()
+                .filter_map(|(a, b, _, p)| {
+                    target(&r.name, a, b).map(|t| {
+                        let bound: f64 = t
+                            .trim_start_matches(">= ")
+                            .trim_end_matches('x')
+                            .parse()
+                            .unwrap_or(f64::NAN);
+                        let met = if *p >= bound { "met" } else { "**not met**" };
+                        format!("{a} vs {b} {t}: {met}")
+                    })
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} | {:.0} / {:.0} |",
+                r.name,
+                figures.join("<br>"),
+                if ratios.is_empty() {
+                    "-".into()
+                } else {
+                    ratios.join("<br>")
+                },
+                if targets.is_empty() {
+                    "-".into()
+                } else {
+                    targets.join("<br>")
+                },
+                r.probe.0,
+                r.probe.1
+            );
+        }
+        let _ = writeln!(out);
+    }
+    if let Some(path) = anchors {
+        let (sources, rows) = read_anchors(path)?;
+        let _ = writeln!(out, "## Anchors\n");
+        let _ = writeln!(
+            out,
+            "Figures measured outside this report, read from `{path}`{}.\n",
+            if sources.is_empty() {
+                String::new()
+            } else {
+                format!(" (source: {})", sources.join("; "))
+            }
+        );
+        let _ = writeln!(out, "| figure | value | unit |\n| --- | ---: | --- |");
+        for (name, value, unit) in rows {
+            let _ = writeln!(out, "| `{name}` | {} | {unit} |", fmt_value(value));
+        }
+        let _ = writeln!(out);
+    }
+    Ok(out)
+}
