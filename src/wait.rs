@@ -50,14 +50,10 @@
 //! - the publisher's check is one load, one test and one branch on a word that nobody
 //!   writes while both sides run: the sleeper count, with a flag folded in where the
 //!   barriers are symmetric (no membarrier), which sends every publication to the slow
-//!   path that fences and loads again. An earlier form also tested the process's
-//!   membarrier flag on every publication (two more loads and a branch): in
-//!   `report -- wait_spsc_burst1`, near placement, 3 runs alternating with it, `push` /
-//!   `pop` on a waitable ring ran 1.00-1.02x of a `channel` ring (0.83-0.94x before), and
-//!   `push_wait` / `pop_wait` 1.06-1.15x of polling (0.88-1.05x before). The check is an
-//!   `asm!` load on x86_64: a compiler fence as the light barrier made the compiler
-//!   reload the ring end's fields after every publication, and single items across cores
-//!   measured 0.77-0.98x of the `channel` ring with it.
+//!   path that fences and loads again. The check is an `asm!` load on x86_64: a compiler
+//!   fence as the light barrier made the compiler reload the ring end's fields after every
+//!   publication (the measurements are in `docs/performance-notes.md` in the repository,
+//!   "Waitable rings").
 //! - each sleep runs the heavy barrier: on Linux it interrupts every CPU that is running a
 //!   thread of this process (an IPI; microseconds), busy pollers on isolated cores
 //!   included. Threads that sleep often (a consumer whose producer trickles) make the

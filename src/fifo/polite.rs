@@ -30,9 +30,9 @@
 //! still makes some waits look paid off (a 16 after an 8), so such a consumer keeps
 //! pausing now and then for nothing. Comparing with the largest read since the previous
 //! wait instead of the last one closes that gap, but was measured to stop the waits of a
-//! consumer that trails a producer on another core (its reads vary too: single items fell
-//! from 32-91 to 21-37 Mitems/s, 3 alternating runs): a consumer fed from its own thread
-//! in varying batches should turn polite polling off.
+//! consumer that trails a producer on another core (its reads vary too, and single items
+//! slowed down): a consumer fed from its own thread in varying batches should turn polite
+//! polling off.
 //!
 //! Everything here is the consumer's own state: no shared write, no atomic, nothing a
 //! model checker needs to see. The wait itself is compiled out under loom and Miri,

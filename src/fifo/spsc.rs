@@ -98,8 +98,7 @@
 //! unchanged. **What it costs: latency under a steady load.** While this end trails a
 //! producer, an item pushed into a ring this end has just drained waits out the pause, and
 //! a consumer that pauses settles with a batch in the ring: with one item pushed every
-//! 40 ns (`spsc_paced40ns_latency`, 3 runs of an earlier build) the median push-to-pop
-//! time was 1.2-2.6 us with the pause, against 0.45-0.99 us without it. The pause stops
+//! 40 ns the median push-to-pop time was about 2.5x longer with the pause. The pause stops
 //! being used when it does not pay off: a paused read pays off if it finds at least 8 new
 //! items and at least twice what the last read without a pause (made with the cached view
 //! used up) found, and each one that does not doubles the run of fruitful reads needed
