@@ -1,0 +1,483 @@
+//! Instruction counts of the hot paths, with iai-callgrind: each benchmark runs its
+//! operation [`N`] times in one thread under Callgrind, after a setup that is not counted,
+//! so its count divided by `N` is the instructions per item (per packet for the
+//! distributor). Counted instructions do not move with the host's placement of the
+//! threads, so they are the regression gate: `bench/instructions-gate.py` compares them
+//! with `bench/instructions-baseline.txt` (see that script).
+//!
+//! Rings hold 1024 slots of `u64` (non-zero for the niche ring) and start half full, so a
+//! push or a pop never finds the ring full or empty; peers (rtrb 0.4, crossbeam's
+//! `ArrayQueue`) run the same shapes where they have them.
+//!
+//! Run: `cargo bench -p flowline-bench --bench instructions` (needs valgrind and
+//! `iai-callgrind-runner` of the same version as the `iai-callgrind` dependency).
+
+use std::hint::black_box;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use flowline::cell::AssignUnlessEqual;
+use flowline::counter::ShardedCounter;
+use flowline::distributor::nodes::{self, NodesConfig};
+use flowline::distributor::{self, Config};
+use flowline::fifo::{mpsc, niche, spsc, NoWait, Wait};
+use flowline::lockmeter::{MeteredMutex, MeteredSpinLock};
+use iai_callgrind::{library_benchmark, library_benchmark_group, main};
+
+/// Operations (items, bursts' items, packets) per benchmark.
+const N: usize = 4096;
+const RING: usize = 1024;
+
+// ---- rings --------------------------------------------------------------------------------
+
+type SpscPlain = (spsc::Producer<u64, NoWait>, spsc::Consumer<u64, NoWait>);
+type SpscWait = (spsc::Producer<u64, Wait>, spsc::Consumer<u64, Wait>);
+type MpscPlain = (mpsc::Producer<u64, NoWait>, mpsc::Consumer<u64, NoWait>);
+type MpscWait = (mpsc::Producer<u64, Wait>, mpsc::Consumer<u64, Wait>);
+type Niche = (niche::Producer<NonZeroU64>, niche::Consumer<NonZeroU64>);
+type Rtrb = (rtrb::Producer<u64>, rtrb::Consumer<u64>);
+
+fn spsc_plain() -> SpscPlain {
+    let (mut tx, rx) = spsc::channel::<u64>(RING).unwrap();
+    for i in 0..RING as u64 / 2 {
+        tx.push(i).unwrap();
+    }
+    (tx, rx)
+}
+
+fn spsc_waitable() -> SpscWait {
+    let (mut tx, rx) = spsc::waitable::<u64>(RING).unwrap();
+    for i in 0..RING as u64 / 2 {
+        tx.push(i).unwrap();
+    }
+    (tx, rx)
+}
+
+fn mpsc_plain() -> MpscPlain {
+    let (mut tx, rx) = mpsc::channel::<u64>(RING).unwrap();
+    for i in 0..RING as u64 / 2 {
+        tx.push(i).unwrap();
+    }
+    (tx, rx)
+}
+
+fn mpsc_waitable() -> MpscWait {
+    let (mut tx, rx) = mpsc::waitable::<u64>(RING).unwrap();
+    for i in 0..RING as u64 / 2 {
+        tx.push(i).unwrap();
+    }
+    (tx, rx)
+}
+
+fn niche_ring() -> Niche {
+    let (mut tx, rx) = niche::channel::<NonZeroU64>(RING).unwrap();
+    for i in 1..=RING as u64 / 2 {
+        tx.push(NonZeroU64::new(i).unwrap()).unwrap();
+    }
+    (tx, rx)
+}
+
+fn rtrb_ring() -> Rtrb {
+    let (mut tx, rx) = rtrb::RingBuffer::<u64>::new(RING);
+    for i in 0..RING as u64 / 2 {
+        tx.push(i).unwrap();
+    }
+    (tx, rx)
+}
+
+fn array_queue() -> crossbeam_queue::ArrayQueue<u64> {
+    let q = crossbeam_queue::ArrayQueue::new(RING);
+    for i in 0..RING as u64 / 2 {
+        q.push(i).unwrap();
+    }
+    q
+}
+
+/// Pushes then pops one item, `N` times, through two closures over the same ring ends.
+macro_rules! single {
+    ($name:ident, $setup:ident: $ends:ty, |$tx:ident, $v:ident| $push:expr, |$rx:ident| $pop:expr) => {
+        #[library_benchmark]
+        #[bench::n(setup = $setup)]
+        fn $name(ends: $ends) -> u64 {
+            #[allow(unused_mut)]
+            let (mut $tx, mut $rx) = ends;
+            let mut sum = 0u64;
+            for i in 0..N as u64 {
+                let $v = black_box(i | 1);
+                $push;
+                sum = sum.wrapping_add($pop);
+            }
+            black_box(($tx, $rx));
+            sum
+        }
+    };
+}
+
+single!(spsc_single, spsc_plain: SpscPlain, |tx, v| tx.push(v).unwrap(), |rx| rx
+    .pop()
+    .unwrap());
+single!(spsc_waitable_single, spsc_waitable: SpscWait, |tx, v| tx
+    .push(v)
+    .unwrap(), |rx| rx.pop().unwrap());
+single!(spsc_waitable_single_wait, spsc_waitable: SpscWait, |tx, v| tx
+    .push_wait(v, Duration::MAX)
+    .unwrap(), |rx| rx.pop_wait(Duration::MAX).unwrap());
+single!(mpsc_single, mpsc_plain: MpscPlain, |tx, v| tx.push(v).unwrap(), |rx| rx
+    .pop()
+    .unwrap());
+single!(mpsc_waitable_single, mpsc_waitable: MpscWait, |tx, v| tx
+    .push(v)
+    .unwrap(), |rx| rx.pop().unwrap());
+single!(mpsc_waitable_single_wait, mpsc_waitable: MpscWait, |tx, v| tx
+    .push_wait(v, Duration::MAX)
+    .unwrap(), |rx| rx.pop_wait(Duration::MAX).unwrap());
+single!(niche_single, niche_ring: Niche, |tx, v| tx
+    .push(NonZeroU64::new(v).unwrap())
+    .unwrap(), |rx| rx.pop().unwrap().get());
+single!(rtrb_single, rtrb_ring: Rtrb, |tx, v| tx.push(v).unwrap(), |rx| rx
+    .pop()
+    .unwrap());
+
+/// Polls a future with a waker that does nothing until it is ready: the async forms on a
+/// ready ring (a future yields once to its executor after the end's cooperative budget of
+/// items in a row, and is polled again, as an executor would).
+fn ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            return v;
+        }
+    }
+}
+
+single!(spsc_waitable_single_async, spsc_waitable: SpscWait, |tx, v| ready(
+    tx.push_async(v)
+)
+.unwrap(), |rx| ready(rx.pop_async()).unwrap());
+single!(mpsc_waitable_single_async, mpsc_waitable: MpscWait, |tx, v| ready(
+    tx.push_async(v)
+)
+.unwrap(), |rx| ready(rx.pop_async()).unwrap());
+
+#[library_benchmark]
+#[bench::n(setup = array_queue)]
+fn crossbeam_single(q: crossbeam_queue::ArrayQueue<u64>) -> u64 {
+    let mut sum = 0u64;
+    for i in 0..N as u64 {
+        q.push(black_box(i)).unwrap();
+        sum = sum.wrapping_add(q.pop().unwrap());
+    }
+    sum
+}
+
+/// Pushes then pops a burst of `$b`, `N / $b` times (`N` items).
+macro_rules! burst {
+    ($name:ident, $setup:ident: $ends:ty, $b:literal, $t:ty, $one:expr,
+     |$tx:ident, $src:ident| $push:expr, |$rx:ident, $dst:ident| $pop:expr) => {
+        #[library_benchmark]
+        #[bench::n(setup = $setup)]
+        fn $name(ends: $ends) -> usize {
+            #[allow(unused_mut)]
+            let (mut $tx, mut $rx) = ends;
+            let $src: [$t; $b] = [$one; $b];
+            let mut $dst: [$t; $b] = [$one; $b];
+            let mut moved = 0;
+            for _ in 0..N / $b {
+                let $src = black_box(&$src);
+                assert_eq!($push, $b);
+                assert_eq!($pop, $b);
+                moved += black_box(&$dst).len();
+            }
+            black_box(($tx, $rx));
+            moved
+        }
+    };
+}
+
+burst!(spsc_burst8, spsc_plain: SpscPlain, 8, u64, 1, |tx, s| tx.push_burst(s), |rx, d| rx
+    .pop_burst(&mut d));
+burst!(spsc_burst32, spsc_plain: SpscPlain, 32, u64, 1, |tx, s| tx.push_burst(s), |rx, d| rx
+    .pop_burst(&mut d));
+burst!(
+    spsc_waitable_burst32,
+    spsc_waitable: SpscWait,
+    32,
+    u64,
+    1,
+    |tx, s| tx.push_burst(s),
+    |rx, d| rx.pop_burst(&mut d)
+);
+burst!(
+    spsc_waitable_burst32_wait,
+    spsc_waitable: SpscWait,
+    32,
+    u64,
+    1,
+    |tx, s| tx.push_burst_wait(s, Duration::MAX).unwrap(),
+    |rx, d| {
+        rx.wait_for_items(Duration::MAX).unwrap();
+        rx.pop_burst(&mut d)
+    }
+);
+burst!(spsc_bulk32, spsc_plain: SpscPlain, 32, u64, 1, |tx, s| usize::from(tx.push_bulk(s))
+    * 32, |rx, d| usize::from(rx.pop_bulk(&mut d)) * 32);
+burst!(mpsc_burst8, mpsc_plain: MpscPlain, 8, u64, 1, |tx, s| tx.push_burst(s), |rx, d| rx
+    .pop_burst(&mut d));
+burst!(mpsc_burst32, mpsc_plain: MpscPlain, 32, u64, 1, |tx, s| tx.push_burst(s), |rx, d| rx
+    .pop_burst(&mut d));
+burst!(
+    mpsc_waitable_burst32,
+    mpsc_waitable: MpscWait,
+    32,
+    u64,
+    1,
+    |tx, s| tx.push_burst(s),
+    |rx, d| rx.pop_burst(&mut d)
+);
+burst!(mpsc_bulk32, mpsc_plain: MpscPlain, 32, u64, 1, |tx, s| usize::from(tx.push_bulk(s))
+    * 32, |rx, d| usize::from(rx.pop_bulk(&mut d)) * 32);
+burst!(
+    niche_burst8,
+    niche_ring: Niche,
+    8,
+    NonZeroU64,
+    NonZeroU64::MIN,
+    |tx, s| tx.push_burst(s),
+    |rx, d| rx.pop_burst(&mut d)
+);
+burst!(
+    niche_burst32,
+    niche_ring: Niche,
+    32,
+    NonZeroU64,
+    NonZeroU64::MIN,
+    |tx, s| tx.push_burst(s),
+    |rx, d| rx.pop_burst(&mut d)
+);
+burst!(
+    rtrb_burst32,
+    rtrb_ring: Rtrb,
+    32,
+    u64,
+    1,
+    |tx, s| tx
+        .write_chunk_uninit(32)
+        .unwrap()
+        .fill_from_iter(s.iter().copied()),
+    |rx, d| {
+        let c = rx.read_chunk(32).unwrap();
+        let (a, b) = c.as_slices();
+        d[..a.len()].copy_from_slice(a);
+        d[a.len()..].copy_from_slice(b);
+        c.commit_all();
+        32
+    }
+);
+
+/// Zero-copy chunks of 32: filled from an iterator, read in place.
+macro_rules! chunk {
+    ($name:ident, $setup:ident: $ends:ty) => {
+        #[library_benchmark]
+        #[bench::n(setup = $setup)]
+        fn $name(ends: $ends) -> u64 {
+            let (mut tx, mut rx) = ends;
+            let mut sum = 0u64;
+            for i in 0..(N / 32) as u64 {
+                let w = tx.write_chunk(32).fill_from_iter(&mut (i..i + 32));
+                assert_eq!(w, 32);
+                let c = rx.read_chunk(32);
+                let (a, b) = c.as_slices();
+                sum = sum.wrapping_add(a.iter().chain(b).sum::<u64>());
+                c.commit_all();
+            }
+            black_box((tx, rx));
+            sum
+        }
+    };
+}
+
+chunk!(spsc_chunk32, spsc_plain: SpscPlain);
+chunk!(mpsc_chunk32, mpsc_plain: MpscPlain);
+
+library_benchmark_group!(
+    name = rings;
+    benchmarks =
+        spsc_single, spsc_waitable_single, spsc_waitable_single_wait, spsc_waitable_single_async,
+        mpsc_single, mpsc_waitable_single, mpsc_waitable_single_wait, mpsc_waitable_single_async,
+        niche_single, rtrb_single, crossbeam_single,
+        spsc_burst8, spsc_burst32, spsc_waitable_burst32, spsc_waitable_burst32_wait, spsc_bulk32,
+        mpsc_burst8, mpsc_burst32, mpsc_waitable_burst32, mpsc_bulk32,
+        niche_burst8, niche_burst32, rtrb_burst32, spsc_chunk32, mpsc_chunk32
+);
+
+// ---- the distributor -----------------------------------------------------------------------
+
+type Tag = fn(&u64) -> u64;
+
+/// Packets of 1024 flows (the packet is its tag), in bursts of 32.
+fn packets() -> Vec<u64> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..N)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % 1024
+        })
+        .collect()
+}
+
+fn dist_setup() -> (
+    distributor::Distributor<u64, Tag>,
+    Vec<distributor::Worker<u64>>,
+    Vec<u64>,
+) {
+    let (d, ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 256,
+        },
+        (|p: &u64| *p) as Tag,
+    )
+    .unwrap();
+    (d, ws, packets())
+}
+
+// Per packet: `distribute` of a burst of 32 to two workers, each worker's `recv_burst` and
+// `done_burst`, and the distributor's `collect`.
+#[library_benchmark]
+#[bench::n(setup = dist_setup)]
+fn dist_2workers(
+    (mut d, mut ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let mut back = 0;
+    for burst in pkts.chunks(32) {
+        input.extend_from_slice(burst);
+        while !input.is_empty() {
+            d.distribute(&mut input).unwrap();
+            for w in ws.iter_mut() {
+                w.recv_burst(&mut b, 64).unwrap();
+                w.done_burst(&mut b).unwrap();
+            }
+        }
+        back += d.collect(&mut out);
+        out.clear();
+    }
+    black_box((d, ws));
+    back
+}
+
+type Node = nodes::NodeDistributor<u64, Tag>;
+/// Each node with its workers, and the packets.
+type Layout = (Vec<(Node, Vec<distributor::Worker<u64>>)>, Vec<u64>);
+
+fn nodes_setup() -> Layout {
+    let layout = nodes::new(
+        NodesConfig {
+            nodes: 2,
+            workers_per_node: 1,
+            credit: 256,
+            bridge: 1024,
+        },
+        (|p: &u64| *p) as Tag,
+    )
+    .unwrap();
+    (layout, packets())
+}
+
+// Per packet: two nodes, the packets entering at node 0 (about half of them cross the
+// bridge to node 1), each node's worker taking and handing back, both nodes collecting.
+#[library_benchmark]
+#[bench::n(setup = nodes_setup)]
+fn dist_2nodes((mut layout, pkts): Layout) -> usize {
+    let (mut input, mut none, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut back = 0;
+    for burst in pkts.chunks(32) {
+        input.extend_from_slice(burst);
+        while !input.is_empty() {
+            for (k, (n, ws)) in layout.iter_mut().enumerate() {
+                let v = if k == 0 { &mut input } else { &mut none };
+                n.distribute(v).unwrap();
+                for w in ws.iter_mut() {
+                    w.recv_burst(&mut b, 64).unwrap();
+                    w.done_burst(&mut b).unwrap();
+                }
+            }
+        }
+        for (n, _) in layout.iter_mut() {
+            back += n.collect(&mut out);
+        }
+        out.clear();
+    }
+    black_box(layout);
+    back
+}
+
+library_benchmark_group!(name = dist; benchmarks = dist_2workers, dist_2nodes);
+
+// ---- counters, cells, locks ------------------------------------------------------------------
+
+#[library_benchmark]
+fn counter_handle_add() -> u64 {
+    let c = std::sync::Arc::new(ShardedCounter::new(2));
+    let mut h = c.handle();
+    for _ in 0..N {
+        h.add(black_box(1));
+    }
+    drop(h);
+    c.sum()
+}
+
+#[library_benchmark]
+fn counter_shared_add() -> u64 {
+    let c = std::sync::Arc::new(ShardedCounter::new(2));
+    for _ in 0..N {
+        c.add(black_box(1));
+    }
+    c.sum()
+}
+
+#[library_benchmark]
+fn cell_assign_unchanged() -> u64 {
+    let x = AtomicU64::new(7);
+    let mut changed = 0;
+    for _ in 0..N {
+        changed += u64::from(x.assign_unless_equal(black_box(7), Ordering::Release));
+    }
+    changed
+}
+
+#[library_benchmark]
+fn lock_metered_spin() -> u64 {
+    let l: MeteredSpinLock<u64> = MeteredSpinLock::named("bench", 0);
+    for _ in 0..N {
+        *l.lock() += black_box(1);
+    }
+    let v = *l.lock();
+    v
+}
+
+#[library_benchmark]
+fn lock_metered_mutex() -> u64 {
+    let l: MeteredMutex<u64> = MeteredMutex::named("bench", 0);
+    for _ in 0..N {
+        *l.lock().unwrap() += black_box(1);
+    }
+    let v = *l.lock().unwrap();
+    v
+}
+
+library_benchmark_group!(
+    name = others;
+    benchmarks = counter_handle_add, counter_shared_add, cell_assign_unchanged,
+        lock_metered_spin, lock_metered_mutex
+);
+
+main!(library_benchmark_groups = rings, dist, others);
