@@ -22,9 +22,9 @@
 //! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
 //!
 //! **Layouts.** Throughput of a ring at a fixed burst depends on where its bursts fall
-//! relative to cache lines, in the ring and in the caller's buffers: measured on the
-//! project's 2-vCPU guest (2026-12-05), bursts of 32 moved 0.95x to 2.0x rtrb's figure
-//! from one layout to another, and each ring has its own slow layouts. One layout is one
+//! relative to cache lines, in the ring and in the caller's buffers: bursts of 32 moved
+//! about 1x to 2x rtrb's figure from one layout to another (`docs/performance-notes.md`,
+//! "Memory layouts"), and each ring has its own slow layouts. One layout is one
 //! sample of that spread, so the ring scenarios (and the `mpsc` ones, which share
 //! [`measure`]) move through [`LAYOUTS`], one per repetition (every implementation of a
 //! repetition gets the same one): before its run each ring or queue is advanced by the
