@@ -616,15 +616,25 @@ impl Sleepers {
     }
 
     /// Drops a task's registration, if a wake has not consumed it (a future dropped while
-    /// pending, or one that completed).
+    /// pending, or one that completed). A future that never registered (the common case
+    /// on a busy ring) pays one test.
     #[cfg(feature = "async")]
+    #[inline(always)]
     pub(crate) fn deregister(&self, key: &mut Option<u64>) {
         if key.is_some() {
-            let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-            let removed = Self::remove(&self.waiting, &mut g, key);
-            drop(g);
-            run_waker(move || drop(removed));
+            self.deregister_registered(key);
         }
+    }
+
+    /// [`deregister`](Self::deregister) of a live key, out of line.
+    #[cfg(feature = "async")]
+    #[cold]
+    #[inline(never)]
+    fn deregister_registered(&self, key: &mut Option<u64>) {
+        let mut g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let removed = Self::remove(&self.waiting, &mut g, key);
+        drop(g);
+        run_waker(move || drop(removed));
     }
 
     /// Whether a wake consumed the registration `key` (then `key` becomes `None`); false
@@ -1052,6 +1062,19 @@ impl Coop {
         self.left = budget;
     }
 
+    /// Whether a poll may go on without yielding first (what [`proceed`](Self::proceed)
+    /// answers, without refilling).
+    #[inline(always)]
+    fn has_left(&self) -> bool {
+        self.budget == 0 || self.left != 0
+    }
+
+    /// Counts one completed operation against the budget.
+    #[inline(always)]
+    fn spend_one(&mut self) {
+        self.left = self.left.saturating_sub(1);
+    }
+
     /// At the start of a poll: `false` when the budget is spent (then refilled, and the
     /// caller yields).
     fn proceed(&mut self) -> bool {
@@ -1067,9 +1090,38 @@ impl Coop {
 /// the executor up to the strategy's `spins + yields` times (`yielded` counts them), then
 /// registers the task (`key`) on `sleepers` and re-checks with `ready`, looping while the
 /// re-check says the operation can go on. A completed operation leaves nothing registered.
+///
+/// Inlined into each future's `poll` is only the busy ring's case: nothing registered,
+/// budget left, and the operation done at the first try (the budget's count and nothing
+/// else); everything else, with a second try of the operation, is out of line.
 #[cfg(feature = "async")]
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) fn poll_async<H, R>(
+    h: &mut H,
+    key: &mut Option<u64>,
+    yielded: &mut u32,
+    strategy: WaitStrategy,
+    cx: &mut core::task::Context<'_>,
+    mut poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+    coop: impl Fn(&mut H) -> &mut Coop,
+) -> core::task::Poll<Result<R, WaitError>> {
+    if key.is_none() && coop(h).has_left() {
+        if let Step::Ready(r) = poll(h) {
+            coop(h).spend_one();
+            return core::task::Poll::Ready(Ok(r));
+        }
+    }
+    poll_async_slow(h, key, yielded, strategy, cx, poll, ready, sleepers, coop)
+}
+
+/// [`poll_async`] past its fast case.
+#[cfg(feature = "async")]
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn poll_async_slow<H, R>(
     h: &mut H,
     key: &mut Option<u64>,
     yielded: &mut u32,
@@ -1123,8 +1175,7 @@ pub(crate) fn poll_async<H, R>(
             }
         };
         sleepers(h).deregister(key);
-        let c = coop(h);
-        c.left = c.left.saturating_sub(1);
+        coop(h).spend_one();
         return Poll::Ready(done);
     }
 }

@@ -572,7 +572,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
     /// assert_eq!(tx.push_burst(&[4, 5, 6]), 1);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn push_burst(&mut self, items: &[T]) -> usize
     where
         T: Copy,
@@ -1349,7 +1349,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.pop_burst(&mut out), 2);
     /// assert_eq!(&out[..2], &[1, 2]);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn pop_burst(&mut self, out: &mut [T]) -> usize
     where
         T: Copy,
