@@ -175,7 +175,52 @@ pub struct Metric {
 /// returns one value per metric.
 pub type Impl<'a> = (&'static str, Box<dyn FnMut() -> Vec<f64> + 'a>);
 
+/// The instruction benchmark (`bench/benches/instructions.rs`) of the same code shape as a
+/// scenario's implementation, by (scenario, implementation).
+const SAME_SHAPE: &[(&str, &str, &str)] = &[
+    ("spsc_r1024_burst1", "flowline_stack", "spsc_single"),
+    ("spsc_r1024_burst1", "rtrb_stack", "rtrb_single"),
+    ("spsc_r1024_burst1", "flowline_niche_stack", "niche_single"),
+    ("spsc_r1024_burst1", "crossbeam", "crossbeam_single"),
+    ("spsc_r1024_burst8", "flowline", "spsc_burst8"),
+    ("spsc_r1024_burst8", "flowline_niche", "niche_burst8"),
+    ("spsc_r1024_burst32", "flowline", "spsc_burst32"),
+    ("spsc_r1024_burst32", "rtrb", "rtrb_burst32"),
+    ("spsc_r1024_burst32", "flowline_niche", "niche_burst32"),
+    ("mpsc_r1024_burst1", "flowline", "mpsc_single"),
+    ("mpsc_r1024_burst8", "flowline", "mpsc_burst8"),
+    ("mpsc_r1024_burst32", "flowline", "mpsc_burst32"),
+    ("wait_spsc_burst1", "flowline", "spsc_single"),
+    ("wait_spsc_burst1", "flowline_waitable", "spsc_waitable_single"),
+    ("wait_spsc_burst1", "flowline_wait", "spsc_waitable_single_wait"),
+    ("wait_spsc_burst32", "flowline", "spsc_burst32"),
+    ("wait_spsc_burst32", "flowline_waitable", "spsc_waitable_burst32"),
+    ("wait_spsc_burst32", "flowline_wait", "spsc_waitable_burst32_wait"),
+    ("counter_2writers_inc", "flowline_handle", "counter_handle_add"),
+    ("counter_2writers_inc", "flowline_add", "counter_shared_add"),
+    ("cell_1thread_unchanged", "flowline", "cell_assign_unchanged"),
+];
+
+/// Operations per instruction benchmark (its `N`).
+const INSTRUCTION_OPS: f64 = 4096.0;
+
+/// The committed instruction counts (`bench/instructions-baseline.txt`, which the CI gate
+/// keeps within 3% of the code), by benchmark; empty if the file cannot be read.
+fn instruction_counts() -> Vec<(String, f64)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/instructions-baseline.txt");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            Some((p.next()?.to_string(), p.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
 pub struct Report {
+    instructions: Vec<(String, f64)>,
     filters: Vec<String>,
     pub reps: usize,
     pub quick: bool,
@@ -199,6 +244,7 @@ fn median(v: &mut [f64]) -> f64 {
 impl Report {
     pub fn new(filters: Vec<String>, reps: usize, quick: bool) -> Report {
         Report {
+            instructions: instruction_counts(),
             filters,
             reps,
             quick,
@@ -276,6 +322,23 @@ impl Report {
                 );
             }
             medians.push((*impl_name, per_metric));
+            // The counted instructions of the same code shape, per item: a difference a
+            // placement cannot explain.
+            let bench = SAME_SHAPE
+                .iter()
+                .find(|(sc, imp, _)| *sc == name && imp == impl_name)
+                .and_then(|(_, _, b)| self.instructions.iter().find(|(n, _)| n == b))
+                .cloned();
+            if let Some((bench, count)) = bench {
+                let per_item = count / INSTRUCTION_OPS;
+                self.emit(format!("instr_{name}_{impl_name}"), per_item, "instr/item");
+                result.figures.push((
+                    impl_name.to_string(),
+                    format!(" (counted, `{bench}`)"),
+                    per_item,
+                    "instr/item",
+                ));
+            }
         }
         for &(a, b) in ratios {
             let va = medians.iter().find(|(n, _)| *n == a).expect("ratio impl").1[0];
