@@ -191,14 +191,38 @@ const SAME_SHAPE: &[(&str, &str, &str)] = &[
     ("mpsc_r1024_burst8", "flowline", "mpsc_burst8"),
     ("mpsc_r1024_burst32", "flowline", "mpsc_burst32"),
     ("wait_spsc_burst1", "flowline", "spsc_single"),
-    ("wait_spsc_burst1", "flowline_waitable", "spsc_waitable_single"),
-    ("wait_spsc_burst1", "flowline_wait", "spsc_waitable_single_wait"),
+    (
+        "wait_spsc_burst1",
+        "flowline_waitable",
+        "spsc_waitable_single",
+    ),
+    (
+        "wait_spsc_burst1",
+        "flowline_wait",
+        "spsc_waitable_single_wait",
+    ),
     ("wait_spsc_burst32", "flowline", "spsc_burst32"),
-    ("wait_spsc_burst32", "flowline_waitable", "spsc_waitable_burst32"),
-    ("wait_spsc_burst32", "flowline_wait", "spsc_waitable_burst32_wait"),
-    ("counter_2writers_inc", "flowline_handle", "counter_handle_add"),
+    (
+        "wait_spsc_burst32",
+        "flowline_waitable",
+        "spsc_waitable_burst32",
+    ),
+    (
+        "wait_spsc_burst32",
+        "flowline_wait",
+        "spsc_waitable_burst32_wait",
+    ),
+    (
+        "counter_2writers_inc",
+        "flowline_handle",
+        "counter_handle_add",
+    ),
     ("counter_2writers_inc", "flowline_add", "counter_shared_add"),
-    ("cell_1thread_unchanged", "flowline", "cell_assign_unchanged"),
+    (
+        "cell_1thread_unchanged",
+        "flowline",
+        "cell_assign_unchanged",
+    ),
 ];
 
 /// Operations per instruction benchmark (its `N`).
