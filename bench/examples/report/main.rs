@@ -130,7 +130,7 @@ fn main() {
     scale::run(&mut r, &threads);
     r.print_table();
     if let Some(path) = markdown_to {
-        let page = markdown::render(&r.results, r.reps, r.quick, anchors.as_deref())
+        let page = markdown::render(&r.results, r.reps, r.quick, anchors.as_deref(), &path)
             .and_then(|page| std::fs::write(&path, page).map_err(|e| format!("{path}: {e}")));
         if let Err(e) = page {
             eprintln!("report: {e}");

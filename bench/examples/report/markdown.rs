@@ -110,14 +110,20 @@ fn today() -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// The commit the report was built from, with `-dirty` when the tree had changes.
-fn commit() -> String {
+/// The commit the report was built from, with `-dirty` when tracked files other than the
+/// report's own input and output (`inputs`: the anchors and the page, as given on the
+/// command line, relative to the repository root) had changes.
+fn commit(inputs: &[&str]) -> String {
     let hash = command_line("git", &["rev-parse", "--short=12", "HEAD"]);
-    let dirty = Command::new("git")
+    let status = Command::new("git")
         .args(["status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
+        .output();
+    let dirty = match status {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| !inputs.contains(&l.get(3..).unwrap_or("").trim())),
+        _ => return format!("{hash} (tree state unknown)"),
+    };
     if dirty {
         format!("{hash}-dirty")
     } else {
@@ -172,6 +178,7 @@ pub fn render(
     reps: usize,
     quick: bool,
     anchors: Option<&str>,
+    page: &str,
 ) -> Result<String, String> {
     let mut out = String::new();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -197,7 +204,8 @@ pub fn render(
     let _ = writeln!(out, "| CPUs available | {cores} |");
     let _ = writeln!(out, "| kernel | {} |", command_line("uname", &["-sr"]));
     let _ = writeln!(out, "| rustc | {} |", command_line("rustc", &["--version"]));
-    let _ = writeln!(out, "| commit | {} |", commit());
+    let inputs: Vec<&str> = anchors.into_iter().chain([page]).collect();
+    let _ = writeln!(out, "| commit | {} |", commit(&inputs));
     let _ = writeln!(out, "| date | {} |", today());
     let _ = writeln!(
         out,
