@@ -1141,7 +1141,7 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
 impl<T, W: WaitMode> Consumer<T, W> {
     /// Items ready in the current run, moving to the next published run when the current
     /// one is used up. Publishes `head` when it passes the empty tail of a run.
-    #[inline]
+    #[inline(always)]
     fn ready(&mut self) -> usize {
         if self.head != self.valid_end {
             return self.valid_end.wrapping_sub(self.head) as usize;
