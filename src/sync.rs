@@ -310,7 +310,7 @@ impl<T> UnsafeCell<T> {
 /// still see it), a `Mutex<Arc<T>>` under `cfg(loom)` (the models check the protocols
 /// built on top, not crossbeam-epoch itself) and under Miri's default Stacked Borrows
 /// run: crossbeam-epoch's intrusive list of participants breaks Stacked Borrows' rules
-/// (crossbeam issues 545 and 1181; its own CI runs Miri under Tree Borrows), so CI runs
+/// (a known limitation upstream, whose own CI runs Miri under Tree Borrows), so CI runs
 /// the crossbeam-epoch form under Miri separately, with `--cfg flowline_miri_epoch` and
 /// Tree Borrows.
 #[cfg(feature = "std")]

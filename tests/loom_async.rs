@@ -195,56 +195,40 @@ fn spsc_pop_async_with_a_panicking_waker_loses_nothing() {
     );
 }
 
-/// Wake points with a panicking waker, room direction: the producer task's waker panics
-/// when the consumer's pop frees a slot (the pop still returns its item) and when its drop
-/// wakes it; the wait ends.
-#[test]
-fn spsc_push_async_with_a_panicking_waker_loses_no_pop() {
-    let before = waker_panics();
-    loom::model(|| {
-        let (mut tx, mut rx) = spsc::waitable::<u32>(1).unwrap();
-        tx.set_wait_strategy(REGISTER_AT_ONCE);
-        tx.push(1).unwrap();
-        let c = thread::spawn(move || loop {
-            if let Some(v) = rx.pop() {
-                assert_eq!(v, 1);
-                break;
-            }
-            thread::yield_now();
-        });
-        let r = block_on_panicking(tx.push_async(2));
-        assert!(r.is_ok() || r.unwrap_err().error == WaitError::Disconnected);
-        c.join().unwrap();
-    });
-    assert!(
-        waker_panics() > before,
-        "some execution ran a panicking waker"
-    );
+/// Wake points with a panicking waker, room direction, on both rings: the producer task's
+/// waker panics when the consumer's pop frees a slot (the pop still returns its item) and
+/// when the consumer's drop wakes it; the wait ends (the consumer-gone flag is set before
+/// any waker runs).
+macro_rules! push_async_with_a_panicking_waker {
+    ($name:ident, $ring:ident) => {
+        #[test]
+        fn $name() {
+            let before = waker_panics();
+            loom::model(|| {
+                let (mut tx, mut rx) = $ring::waitable::<u32>(1).unwrap();
+                tx.set_wait_strategy(REGISTER_AT_ONCE);
+                tx.push(1).unwrap();
+                let c = thread::spawn(move || loop {
+                    if let Some(v) = rx.pop() {
+                        assert_eq!(v, 1);
+                        break;
+                    }
+                    thread::yield_now();
+                });
+                let r = block_on_panicking(tx.push_async(2));
+                assert!(r.is_ok() || r.unwrap_err().error == WaitError::Disconnected);
+                c.join().unwrap();
+            });
+            assert!(
+                waker_panics() > before,
+                "some execution ran a panicking waker"
+            );
+        }
+    };
 }
 
-/// An MPSC consumer that pops and drops while a producer task with a panicking waker
-/// waits for room: the pop returns its item, and the wait ends (the consumer-gone flag is
-/// set before any waker runs).
-#[test]
-fn mpsc_push_async_with_a_panicking_waker_sees_the_consumer_go() {
-    let before = waker_panics();
-    loom::model(|| {
-        let (mut tx, mut rx) = mpsc::waitable::<u32>(1).unwrap();
-        tx.set_wait_strategy(REGISTER_AT_ONCE);
-        tx.push(1).unwrap();
-        let c = thread::spawn(move || loop {
-            if let Some(v) = rx.pop() {
-                assert_eq!(v, 1);
-                break;
-            }
-            thread::yield_now();
-        });
-        let r = block_on_panicking(tx.push_async(2));
-        assert!(r.is_ok() || r.unwrap_err().error == WaitError::Disconnected);
-        c.join().unwrap();
-    });
-    assert!(
-        waker_panics() > before,
-        "some execution ran a panicking waker"
-    );
-}
+push_async_with_a_panicking_waker!(spsc_push_async_with_a_panicking_waker_loses_no_pop, spsc);
+push_async_with_a_panicking_waker!(
+    mpsc_push_async_with_a_panicking_waker_sees_the_consumer_go,
+    mpsc
+);

@@ -367,8 +367,8 @@ fn ip_problem(e: &etherparse::err::ip::LaxHeaderSliceError) -> Problem {
     }
 }
 
-/// The symmetric RSS key of Woo and Park ("Scalable TCP Session Monitoring with Symmetric
-/// Receive-side Scaling", 2012): 0x6d5a repeated. Toeplitz windows then repeat every 16
+/// The symmetric RSS key of Woo and Park (their 2012 paper on symmetric receive-side
+/// scaling for TCP monitoring): 0x6d5a repeated. Toeplitz windows then repeat every 16
 /// bits, so swapping source and destination (each a multiple of 16 bits long) leaves the
 /// hash unchanged and both directions of a connection land on one worker.
 pub const SYMMETRIC_RSS_KEY: [u8; 40] = {
