@@ -1033,6 +1033,8 @@ pub const DEFAULT_ASYNC_BUDGET: u32 = 128;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Coop {
     budget: u32,
+    /// Completions left before the next yield; for budget 0 (never yield) `u32::MAX`,
+    /// refilled without a yield when it runs out, so the busy path tests one field.
     left: u32,
 }
 
@@ -1050,37 +1052,43 @@ impl Coop {
     }
 
     /// The same budget, full.
-    pub(crate) fn refilled(self) -> Self {
-        Coop {
-            budget: self.budget,
-            left: self.budget,
-        }
+    pub(crate) fn refilled(mut self) -> Self {
+        self.refill();
+        self
     }
 
     pub(crate) fn set(&mut self, budget: u32) {
         self.budget = budget;
-        self.left = budget;
+        self.refill();
+    }
+
+    fn refill(&mut self) {
+        self.left = if self.budget == 0 {
+            u32::MAX
+        } else {
+            self.budget
+        };
     }
 
     /// Whether a poll may go on without yielding first (what [`proceed`](Self::proceed)
     /// answers, without refilling).
     #[inline(always)]
-    fn has_left(&self) -> bool {
-        self.budget == 0 || self.left != 0
+    pub(crate) fn has_left(&self) -> bool {
+        self.left != 0
     }
 
     /// Counts one completed operation against the budget.
     #[inline(always)]
-    fn spend_one(&mut self) {
+    pub(crate) fn spend_one(&mut self) {
         self.left = self.left.saturating_sub(1);
     }
 
     /// At the start of a poll: `false` when the budget is spent (then refilled, and the
-    /// caller yields).
+    /// caller yields; budget 0 refills and goes on).
     fn proceed(&mut self) -> bool {
-        if self.budget != 0 && self.left == 0 {
-            self.left = self.budget;
-            return false;
+        if self.left == 0 {
+            self.refill();
+            return self.budget == 0;
         }
         true
     }
@@ -1169,8 +1177,7 @@ fn poll_async_slow<H, R>(
                     continue;
                 }
                 // The task goes back to its executor: a fresh budget.
-                let c = coop(h);
-                c.left = c.budget;
+                coop(h).refill();
                 return Poll::Pending;
             }
         };

@@ -140,9 +140,8 @@ single!(rtrb_single, rtrb_ring: Rtrb, |tx, v| tx.push(v).unwrap(), |rx| rx
     .pop()
     .unwrap());
 
-/// Polls a future with a waker that does nothing until it is ready: the async forms on a
-/// ready ring (a future yields once to its executor after the end's cooperative budget of
-/// items in a row, and is polled again, as an executor would).
+/// Polls a future with a waker that does nothing until it is ready, as an executor would
+/// (it polls again at once when the future yields).
 fn ready<F: std::future::Future>(f: F) -> F::Output {
     let mut f = std::pin::pin!(f);
     loop {
@@ -152,14 +151,52 @@ fn ready<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
-single!(spsc_waitable_single_async, spsc_waitable: SpscWait, |tx, v| ready(
-    tx.push_async(v)
-)
-.unwrap(), |rx| ready(rx.pop_async()).unwrap());
-single!(mpsc_waitable_single_async, mpsc_waitable: MpscWait, |tx, v| ready(
-    tx.push_async(v)
-)
-.unwrap(), |rx| ready(rx.pop_async()).unwrap());
+/// The async forms on a ready ring, as a task awaits them: one `async` block pushes then
+/// pops one item `N` times, and the executor polls it again whenever an end's cooperative
+/// budget makes it yield (once per budget's worth of items).
+macro_rules! single_async {
+    ($name:ident, $setup:ident: $ends:ty) => {
+        #[library_benchmark]
+        #[bench::n(setup = $setup)]
+        fn $name(ends: $ends) -> u64 {
+            let (mut tx, mut rx) = ends;
+            let sum = ready(async {
+                let mut sum = 0u64;
+                for i in 0..N as u64 {
+                    tx.push_async(black_box(i | 1)).await.unwrap();
+                    sum = sum.wrapping_add(rx.pop_async().await.unwrap());
+                }
+                sum
+            });
+            black_box((tx, rx));
+            sum
+        }
+    };
+}
+
+// The same `async` block over futures that are always ready and do nothing
+// (`std::future::ready`): what the task's state machine costs per push and pop alone, to
+// read the async forms' counts against.
+#[library_benchmark]
+#[bench::n(setup = spsc_plain)]
+fn async_floor(ends: SpscPlain) -> u64 {
+    let (mut tx, mut rx) = ends;
+    let sum = ready(async {
+        let mut sum = 0u64;
+        for i in 0..N as u64 {
+            let v = std::future::ready(black_box(i | 1)).await;
+            black_box(&mut tx);
+            sum = sum.wrapping_add(std::future::ready(v).await);
+            black_box(&mut rx);
+        }
+        sum
+    });
+    black_box((tx, rx));
+    sum
+}
+
+single_async!(spsc_waitable_single_async, spsc_waitable: SpscWait);
+single_async!(mpsc_waitable_single_async, mpsc_waitable: MpscWait);
 
 #[library_benchmark]
 #[bench::n(setup = array_queue)]
@@ -306,7 +343,7 @@ library_benchmark_group!(
     benchmarks =
         spsc_single, spsc_waitable_single, spsc_waitable_single_wait, spsc_waitable_single_async,
         mpsc_single, mpsc_waitable_single, mpsc_waitable_single_wait, mpsc_waitable_single_async,
-        niche_single, rtrb_single, crossbeam_single,
+        async_floor, niche_single, rtrb_single, crossbeam_single,
         spsc_burst8, spsc_burst32, spsc_waitable_burst32, spsc_waitable_burst32_wait, spsc_bulk32,
         mpsc_burst8, mpsc_burst32, mpsc_waitable_burst32, mpsc_bulk32,
         niche_burst8, niche_burst32, rtrb_burst32, spsc_chunk32, mpsc_chunk32

@@ -45,19 +45,40 @@ macro_rules! async_waits {
         impl<T> core::future::Future for PopFuture<'_, T> {
             type Output = Result<T, WaitError>;
 
+            /// Inlined into the awaiting task is only the busy ring's case (nothing
+            /// registered, budget left, an item there); the rest is out of line.
+            #[inline]
             fn poll(
                 self: core::pin::Pin<&mut Self>,
                 cx: &mut core::task::Context<'_>,
             ) -> core::task::Poll<Self::Output> {
                 let this = self.get_mut();
+                if this.key.is_none() && !this.done && this.consumer.coop.has_left() {
+                    if let Some(v) = this.consumer.pop() {
+                        this.consumer.coop.spend_one();
+                        this.done = true;
+                        return core::task::Poll::Ready(Ok(v));
+                    }
+                }
+                this.poll_slow(cx)
+            }
+        }
+
+        impl<T> PopFuture<'_, T> {
+            /// [`Future::poll`](core::future::Future::poll) past its busy case.
+            #[inline(never)]
+            fn poll_slow(
+                &mut self,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Result<T, WaitError>> {
                 assert!(
-                    !this.done,
+                    !self.done,
                     concat!(stringify!($ring), "::PopFuture polled after it completed")
                 );
-                let r = this
+                let r = self
                     .consumer
-                    .poll_pop_one(&mut this.key, &mut this.yielded, cx);
-                this.done = r.is_ready();
+                    .poll_pop_one(&mut self.key, &mut self.yielded, cx);
+                self.done = r.is_ready();
                 r
             }
         }
@@ -156,11 +177,41 @@ macro_rules! async_waits {
         impl<T> core::future::Future for PushFuture<'_, T> {
             type Output = Result<(), PushWaitError<T>>;
 
+            /// Inlined into the awaiting task is only the busy ring's case (nothing
+            /// registered, budget left, the consumer there by a Relaxed look as in
+            /// `push_wait`, room for the item); the rest is out of line.
+            #[inline]
             fn poll(
                 self: core::pin::Pin<&mut Self>,
                 cx: &mut core::task::Context<'_>,
             ) -> core::task::Poll<Self::Output> {
                 let this = self.get_mut();
+                if this.key.is_none()
+                    && this.producer.coop.has_left()
+                    && !this.producer.consumer_gone_now()
+                {
+                    if let Some(value) = this.value.take() {
+                        match this.producer.push(value) {
+                            Ok(()) => {
+                                this.producer.coop.spend_one();
+                                return core::task::Poll::Ready(Ok(()));
+                            }
+                            Err(value) => this.value = Some(value),
+                        }
+                    }
+                }
+                this.poll_slow(cx)
+            }
+        }
+
+        impl<T> PushFuture<'_, T> {
+            /// [`Future::poll`](core::future::Future::poll) past its busy case.
+            #[inline(never)]
+            fn poll_slow(
+                &mut self,
+                cx: &mut core::task::Context<'_>,
+            ) -> core::task::Poll<Result<(), PushWaitError<T>>> {
+                let this = self;
                 let slot = &mut this.value;
                 let strategy = this.producer.strategy;
                 let r = wait::poll_async(
