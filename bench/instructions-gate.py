@@ -21,7 +21,9 @@ N = 4096
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = os.path.join(HERE, "instructions-baseline.txt")
 
-ID = re.compile(r"^instructions::\w+::(\w+)")
+# A benchmark's name; with several cases (`#[bench::w4(...)]`) each is `name_case`, the
+# single case `n` is just `name`.
+ID = re.compile(r"^instructions::\w+::(\w+)(?: (\w+):)?")
 INSTR = re.compile(r"^\s+Instructions:\s+([0-9]+)")
 
 
@@ -30,7 +32,7 @@ def parse(lines):
     for line in lines:
         m = ID.match(line)
         if m:
-            current = m.group(1)
+            current = m.group(1) if m.group(2) in (None, "n") else f"{m.group(1)}_{m.group(2)}"
             continue
         m = INSTR.match(line)
         if m and current is not None:

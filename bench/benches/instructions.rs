@@ -457,7 +457,69 @@ fn dist_2nodes((mut layout, pkts): Layout) -> usize {
     back
 }
 
-library_benchmark_group!(name = dist; benchmarks = dist_2workers, dist_2nodes);
+/// A distributor with `workers` workers of credit 256, and the packets.
+fn dist_workers(
+    workers: usize,
+) -> (
+    distributor::Distributor<u64, Tag>,
+    Vec<distributor::Worker<u64>>,
+    Vec<u64>,
+) {
+    let (d, ws) = distributor::new(
+        Config {
+            workers,
+            credit: 256,
+        },
+        (|p: &u64| *p) as Tag,
+    )
+    .unwrap();
+    (d, ws, packets())
+}
+
+// Per packet, the loop of the `dist_lines` example (its line counts and these instructions
+// describe the same code): `distribute` of bursts of 32 to W workers driven inline, each
+// taking what it was sent and handing it back after every call, `collect` after each
+// burst, and at the end the calls that bring the rest back.
+#[library_benchmark]
+#[bench::w1(setup = dist_workers, args = (1))]
+#[bench::w2(setup = dist_workers, args = (2))]
+#[bench::w4(setup = dist_workers, args = (4))]
+#[bench::w8(setup = dist_workers, args = (8))]
+#[bench::w14(setup = dist_workers, args = (14))]
+fn dist_lines(
+    (mut d, mut ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let mut back = 0;
+    let mut round = |d: &mut distributor::Distributor<u64, Tag>, input: &mut Vec<u64>| {
+        d.distribute(input).unwrap();
+        for w in ws.iter_mut() {
+            w.recv_burst(&mut b, 64).unwrap();
+            w.done_burst(&mut b).unwrap();
+        }
+    };
+    for burst in pkts.chunks(32) {
+        input.extend_from_slice(burst);
+        while !input.is_empty() {
+            round(&mut d, &mut input);
+        }
+        back += d.collect(&mut out);
+        out.clear();
+    }
+    while back < pkts.len() {
+        round(&mut d, &mut input);
+        back += d.collect(&mut out);
+        out.clear();
+    }
+    black_box(d);
+    back
+}
+
+library_benchmark_group!(name = dist; benchmarks = dist_2workers, dist_2nodes, dist_lines);
 
 // ---- counters, cells, locks ------------------------------------------------------------------
 

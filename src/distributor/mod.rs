@@ -1571,6 +1571,32 @@ where
         }
     }
 
+    /// The distributor's shared-line traffic so far, for the line-count benchmark: index
+    /// stores it published (its packet rings' `tail`, its return rings' `head`), and
+    /// loads it made of the workers' indices that found them moved (each a transfer of
+    /// that line). `None` unless the crate was built with `--cfg flowline_lines` (the
+    /// counting is not compiled in otherwise).
+    #[doc(hidden)]
+    pub fn line_counts(&self) -> Option<(u64, u64)> {
+        #[cfg(flowline_lines)]
+        {
+            let (mut stores, mut loads) = (0, 0);
+            for lane in &self.lanes {
+                for (s, l) in [
+                    lane.tx.line_counts(),
+                    lane.done_rx.line_counts(),
+                    lane.rx.line_counts(),
+                ] {
+                    stores += s as u64;
+                    loads += l as u64;
+                }
+            }
+            Some((stores, loads))
+        }
+        #[cfg(not(flowline_lines))]
+        None
+    }
+
     /// The ids of the workers holding packets not handed back yet.
     pub(crate) fn holding_workers(&self) -> Vec<usize> {
         let held = self.lanes.iter().enumerate();

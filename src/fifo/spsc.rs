@@ -300,8 +300,10 @@ pub fn build<T, W: WaitMode>(
         coop: wait::Coop::new(),
         shared: ManuallyDrop::new(HandleArc::new(Arc::clone(&shared))),
         _mode: PhantomData,
-        #[cfg(test)]
+        #[cfg(any(test, flowline_lines))]
         stores: 0,
+        #[cfg(any(test, flowline_lines))]
+        fresh_loads: 0,
     };
     let consumer = Consumer {
         buf,
@@ -319,8 +321,10 @@ pub fn build<T, W: WaitMode>(
         coop: wait::Coop::new(),
         shared: ManuallyDrop::new(HandleArc::new(shared)),
         _mode: PhantomData,
-        #[cfg(test)]
+        #[cfg(any(test, flowline_lines))]
         stores: 0,
+        #[cfg(any(test, flowline_lines))]
+        fresh_loads: 0,
     };
     Ok((producer, consumer))
 }
@@ -414,8 +418,12 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
     /// Stores of `tail` so far (unit tests check that nothing is rewritten in vain).
-    #[cfg(test)]
+    #[cfg(any(test, flowline_lines))]
     stores: usize,
+    /// Loads of `head` that found it moved since the last one: each took the consumer's
+    /// index line (kept under `--cfg flowline_lines` for `line_counts`).
+    #[cfg(any(test, flowline_lines))]
+    fresh_loads: usize,
 }
 
 // SAFETY: the producer may move to another thread with its `T`s; it is not `Sync`, so only
@@ -461,8 +469,11 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
     /// Stores of `head` so far (unit tests check that nothing is rewritten in vain).
-    #[cfg(test)]
+    #[cfg(any(test, flowline_lines))]
     stores: usize,
+    /// Loads of `tail` that found it moved since the last one.
+    #[cfg(any(test, flowline_lines))]
+    fresh_loads: usize,
 }
 
 // SAFETY: as for `Producer`.
@@ -477,6 +488,14 @@ fn runs(start: usize, n: usize, mask: usize) -> (usize, usize) {
 }
 
 impl<T, W: WaitMode> Producer<T, W> {
+    /// Index stores this end made (publications of `tail`) and loads of the consumer's
+    /// index that found it moved (each a transfer of that line to this core), counted
+    /// under `--cfg flowline_lines` for the distributor's line counts.
+    #[cfg(flowline_lines)]
+    pub(crate) fn line_counts(&self) -> (usize, usize) {
+        (self.stores, self.fresh_loads)
+    }
+
     /// Free slots, reloading the consumer's index only if the cached view has fewer than
     /// `want`.
     #[inline(always)]
@@ -488,7 +507,12 @@ impl<T, W: WaitMode> Producer<T, W> {
         }
         // Acquire: pairs with the consumer's Release store of `head`, so its reads (and
         // drops) of the slots it released happen before this end overwrites them.
-        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        let head = self.shared.head.load(Ordering::Acquire);
+        #[cfg(any(test, flowline_lines))]
+        {
+            self.fresh_loads += usize::from(head != self.cached_head);
+        }
+        self.cached_head = head;
         cap - self.tail.wrapping_sub(self.cached_head)
     }
 
@@ -508,7 +532,7 @@ impl<T, W: WaitMode> Producer<T, W> {
             return;
         }
         self.tail = self.tail.wrapping_add(n);
-        #[cfg(test)]
+        #[cfg(any(test, flowline_lines))]
         {
             self.stores += 1;
         }
@@ -1114,6 +1138,13 @@ fn polite_read(
 }
 
 impl<T, W: WaitMode> Consumer<T, W> {
+    /// As [`Producer::line_counts`], for this end: stores of `head`, and loads of `tail`
+    /// that found it moved.
+    #[cfg(flowline_lines)]
+    pub(crate) fn line_counts(&self) -> (usize, usize) {
+        (self.stores, self.fresh_loads)
+    }
+
     /// Items available, reloading the producer's index only if the cached view has fewer
     /// than `want`.
     #[inline(always)]
@@ -1140,11 +1171,20 @@ impl<T, W: WaitMode> Consumer<T, W> {
         if !(may_wait && self.polite_min != usize::MAX && want >= self.polite_min) {
             // Acquire: pairs with the producer's Release store of `tail`, so its slot writes
             // are visible before this end reads them.
-            self.cached_tail = self.shared.tail.load(Ordering::Acquire);
+            let tail = self.shared.tail.load(Ordering::Acquire);
+            #[cfg(any(test, flowline_lines))]
+            {
+                self.fresh_loads += usize::from(tail != self.cached_tail);
+            }
+            self.cached_tail = tail;
             return self.cached_tail.wrapping_sub(self.head);
         }
         let (polite, tail) =
             polite_read(self.polite, &self.shared.tail, self.cached_tail, avail == 0);
+        #[cfg(any(test, flowline_lines))]
+        {
+            self.fresh_loads += usize::from(tail != self.cached_tail);
+        }
         self.polite = polite;
         self.cached_tail = tail;
         self.cached_tail.wrapping_sub(self.head)
@@ -1224,7 +1264,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     #[inline(always)]
     fn publish_head(&mut self) {
         self.released = self.head;
-        #[cfg(test)]
+        #[cfg(any(test, flowline_lines))]
         {
             self.stores += 1;
         }
