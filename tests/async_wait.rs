@@ -672,6 +672,8 @@ fn a_distribute_waking_a_panicking_waker_counts_and_loses_nothing() {
         |p: &u64| *p,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     ws[0].set_wait_strategy(REGISTER_AT_ONCE);
     let bad = std::task::Waker::from(std::sync::Arc::new(PanicsOnWake));
     let mut b = Vec::new();

@@ -104,6 +104,8 @@ fn in_flight_flow_sticks_to_its_worker_idle_flow_may_move() {
         tag,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     let p = |flow, seq| Pkt {
         flow,
         seq,
@@ -192,6 +194,8 @@ fn rescheduled_packet_is_next_in_its_new_flow() {
         tag,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     let p = |flow, seq| Pkt {
         flow,
         seq,
@@ -1120,6 +1124,8 @@ fn each_packet_goes_to_the_worker_the_routing_rules_pick() {
         |p: &(u64, u64)| p.0,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move |n: u64| {
         rng ^= rng << 13;
@@ -1214,6 +1220,8 @@ fn a_pick_left_by_a_panicking_tag_is_not_reused_after_completions() {
         },
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     // Worker 0: three packets of flow 1 (flows 1..=3 all go to worker 0 first: ties).
     d.distribute(&mut vec![(1, 0)]).unwrap();
     d.distribute(&mut vec![(1, 1), (1, 2)]).unwrap();
@@ -1268,6 +1276,8 @@ fn a_packet_panicking_in_drop_packet_leaves_the_worker_in_order() {
         |p: &Bomb| p.0,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     d.distribute(&mut vec![Bomb(1, true), Bomb(2, false)])
         .unwrap();
     let mut held = recv_all(&mut ws[0]);
@@ -1324,6 +1334,8 @@ fn a_flush_timeout_names_the_forgotten_worker() {
         |p: &(u64, u64)| p.0,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     // Flows 1 and 2 go to workers 0 and 1 (a new flow goes to the least loaded worker).
     d.distribute(&mut vec![(1, 0), (2, 0)]).unwrap();
     // As forgotten while the flush runs (dropped at the end, so nothing leaks).

@@ -22,6 +22,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Add),
         1 => w.prop_map(Op::Remove),
         1 => Just(Op::Collect),
+        1 => (0usize..6, 0u32..4).prop_map(|(b, h)| Op::Batching(b, h)),
     ]
 }
 

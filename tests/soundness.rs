@@ -187,6 +187,8 @@ fn panicking_tag_closure_loses_no_packet() {
         },
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     let mut burst: Vec<u64> = vec![10, 11, 12, 13, 14, 15];
     assert!(catch_unwind(AssertUnwindSafe(|| d.distribute(&mut burst))).is_err());
     assert_eq!(
@@ -249,6 +251,8 @@ fn packets_staged_before_a_tag_panic_survive_their_worker_leaving() {
         tag_panicking_once_at(3),
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     let w1 = ws.pop().unwrap();
     let w0 = ws.pop().unwrap();
     let mut burst: Vec<(u64, u64)> = (0..6).map(|i| (0, i)).collect();
@@ -310,6 +314,8 @@ fn rewriting_the_tagged_field_needs_the_order_check_off() {
             |p: &(u64, u64)| p.0,
         )
         .unwrap();
+        // Each call publishes what it routed: this checks single calls.
+        d.set_batching(1, 0);
         d.set_order_check(check);
         d.distribute(&mut vec![(1, 0), (1, 1)]).unwrap();
         let mut b = Vec::new();
@@ -400,6 +406,8 @@ fn out_of_order_hand_back_is_loud() {
         |p: &u64| *p,
     )
     .unwrap();
+    // Each call publishes what it routed: this checks single calls.
+    d.set_batching(1, 0);
     d.distribute(&mut vec![1, 2]).unwrap();
     let mut b = Vec::new();
     ws[0].recv_burst(&mut b, 8).unwrap();

@@ -12,7 +12,8 @@ fuzz_target!(|data: &[u8]| {
     let Some((&cfg, rest)) = data.split_first() else { return };
     let workers = usize::from(cfg % 3) + 1;
     let credit = usize::from((cfg >> 2) % 4) + 1;
-    let mut ops = Vec::new();
+    // Batching from the top bits: 1 to 4 packets, held 0 to 3 calls.
+    let mut ops = vec![Op::Batching(usize::from((cfg >> 4) & 3) + 1, u32::from(cfg >> 6))];
     let mut it = rest.chunks(2);
     while let Some(c) = it.next() {
         let (a, b) = (c[0], c.get(1).copied().unwrap_or(0));

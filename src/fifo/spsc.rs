@@ -1190,6 +1190,25 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.cached_tail.wrapping_sub(self.head)
     }
 
+    /// Whether an item is there: the producer's index is loaded only when the cached view
+    /// shows none (and kept as the cached view). Releases nothing: for a thread that
+    /// looks at many rings and reads few of them.
+    #[inline]
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    pub(crate) fn has_unread(&mut self) -> bool {
+        if self.cached_tail != self.head {
+            return true;
+        }
+        // Acquire: as in `available_for`.
+        let tail = self.shared.tail.load(Ordering::Acquire);
+        #[cfg(any(test, flowline_lines))]
+        {
+            self.fresh_loads += usize::from(tail != self.cached_tail);
+        }
+        self.cached_tail = tail;
+        tail != self.head
+    }
+
     /// Items available now: reloads the producer's index (and keeps it as the cached
     /// view, so the pops that follow do not load it again).
     #[inline]

@@ -41,6 +41,8 @@ pub enum Op {
     /// A worker that left is removed for good.
     Remove(usize),
     Collect,
+    /// The distributor's batching changes (`set_batching(packets, hold)`).
+    Batching(usize, u32),
 }
 
 pub const FLOWS: u64 = 6;
@@ -280,6 +282,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     m.removed[w] = true;
                 }
             }
+            Op::Batching(packets, hold) => d.set_batching(*packets, *hold),
             Op::Collect => {
                 // collect reads the return rings only when nothing read is waiting.
                 if m.waiting == 0 {
