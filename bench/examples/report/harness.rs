@@ -281,6 +281,30 @@ impl Report {
         self.filters.is_empty() || self.filters.iter().any(|f| scenario.contains(f.as_str()))
     }
 
+    /// The committed instruction count of benchmark `bench`, per operation.
+    pub fn instructions_per_op(&self, bench: &str) -> Option<f64> {
+        self.instructions
+            .iter()
+            .find(|(n, _)| n == bench)
+            .map(|(_, count)| count / INSTRUCTION_OPS)
+    }
+
+    /// Records counted figures (no timing, no placement): `(name, value, unit)` lines,
+    /// and a row of the Markdown page under `scenario`.
+    pub fn counted(&mut self, scenario: &str, figures: Vec<(String, f64, &'static str)>) {
+        let mut result = crate::markdown::ScenarioResult {
+            name: scenario.to_string(),
+            probe: (f64::NAN, f64::NAN),
+            figures: Vec::new(),
+            ratios: Vec::new(),
+        };
+        for (name, value, unit) in figures {
+            self.emit(name.clone(), value, unit);
+            result.figures.push((name, String::new(), value, unit));
+        }
+        self.results.push(result);
+    }
+
     fn emit(&mut self, name: String, value: f64, unit: &'static str) {
         println!("{name} {value:.4} {unit}");
         self.rows.push((name, value, unit));

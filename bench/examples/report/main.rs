@@ -20,9 +20,11 @@
 mod cell;
 mod counter;
 mod dist;
+mod dist_batching;
 #[path = "../pcap_replay/frames.rs"]
 mod frames;
 mod harness;
+mod lines;
 mod lock;
 mod markdown;
 mod mpsc;
@@ -95,6 +97,7 @@ fn main() {
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
                 println!("           dist_1worker dist_pcap dist_2nodes dist_2nodes_migrating dist_2nodes_balance");
+                println!("           dist_lines dist_latency_light_{{W}}w dist_latency_full_{{W}}w (W = 1, 2)");
                 println!("           lock_uncontended lock_contended_2threads");
                 println!(
                     "           wait_spsc_burst1 wait_spsc_burst32 wait_wake_latency wait_idle_cpu"
@@ -125,6 +128,7 @@ fn main() {
     mpsc::run(&mut r);
     counter::run(&mut r);
     dist::run(&mut r);
+    dist_batching::run(&mut r);
     lock::run_all(&mut r);
     wait::run(&mut r);
     scale::run(&mut r, &threads);

@@ -238,9 +238,14 @@ pub fn render(
                     })
                 })
                 .collect();
+            let probe = if r.probe.0.is_nan() {
+                "- (counted)".to_string()
+            } else {
+                format!("{:.0} / {:.0}", r.probe.0, r.probe.1)
+            };
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} | {} | {:.0} / {:.0} |",
+                "| `{}` | {} | {} | {} | {} |",
                 r.name,
                 figures.join("<br>"),
                 if ratios.is_empty() {
@@ -253,8 +258,7 @@ pub fn render(
                 } else {
                     targets.join("<br>")
                 },
-                r.probe.0,
-                r.probe.1
+                probe
             );
         }
         let _ = writeln!(out);
