@@ -72,18 +72,15 @@ fn latency(n: usize, workers: usize, gap_ns: f64, batched: bool) -> Vec<f64> {
             while live > 0 {
                 live = 0;
                 for w in ws.iter_mut() {
-                    match w.recv_burst(&mut b, 64) {
-                        Ok(got) => {
-                            live += 1;
-                            if got == 0 {
-                                spin_loop();
-                                continue;
-                            }
-                            let now = tsc();
-                            lat.extend(b.iter().map(|&(_, t)| now.saturating_sub(t)));
-                            w.done_burst(&mut b).unwrap();
+                    if let Ok(got) = w.recv_burst(&mut b, 64) {
+                        live += 1;
+                        if got == 0 {
+                            spin_loop();
+                            continue;
                         }
-                        Err(_) => {}
+                        let now = tsc();
+                        lat.extend(b.iter().map(|&(_, t)| now.saturating_sub(t)));
+                        w.done_burst(&mut b).unwrap();
                     }
                 }
             }
