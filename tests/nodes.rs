@@ -630,7 +630,12 @@ fn layout(nodes: usize, credit: usize, bridge: usize) -> Vec<(Node, Vec<Worker<P
         credit,
         bridge,
     };
-    nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap()
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    // These tests check what single calls do: each publishes what it routed.
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0);
+    }
+    layout
 }
 
 type Node = nodes::NodeDistributor<Pkt, fn(&Pkt) -> u64>;
@@ -1195,6 +1200,9 @@ fn packets_held_for_a_handover_are_released_in_the_order_they_were_read_across_s
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // this test checks single calls
+    }
     let (mut n2, _w2) = layout.pop().unwrap();
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();

@@ -65,6 +65,9 @@ fn a_released_packet_waiting_for_credit_delays_only_its_flow() {
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // these tests check single calls
+    }
     let (mut n2, _w2) = layout.pop().unwrap();
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
@@ -119,6 +122,9 @@ fn a_reschedule_read_by_a_calls_last_poll_is_not_overtaken_after_the_handover() 
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // these tests check single calls
+    }
     let (mut n1, w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();
     let w1 = std::rc::Rc::new(RefCell::new(w1));
@@ -190,6 +196,9 @@ fn the_last_worker_leaving_mid_call_gives_a_flows_packets_back_in_order() {
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // these tests check single calls
+    }
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, w0) = layout.pop().unwrap();
     let w0 = std::rc::Rc::new(RefCell::new(w0));
@@ -250,6 +259,9 @@ fn with_no_worker_left_a_reschedule_goes_back_behind_a_released_packet_of_its_fl
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // these tests check single calls
+    }
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, w0) = layout.pop().unwrap();
     let w0 = std::rc::Rc::new(RefCell::new(w0));
@@ -326,6 +338,9 @@ fn with_no_worker_left_a_reschedule_goes_back_behind_a_bridged_packet_of_its_flo
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // these tests check single calls
+    }
     let (mut n1, _w1) = layout.pop().unwrap();
     let (mut n0, w0) = layout.pop().unwrap();
     let w0 = std::rc::Rc::new(RefCell::new(w0));
@@ -370,6 +385,9 @@ fn with_no_worker_left_a_reschedule_for_another_node_still_goes_to_it() {
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // these tests check single calls
+    }
     let (mut n1, _w1) = layout.pop().unwrap();
     let (mut n0, w0) = layout.pop().unwrap();
     let w0 = std::rc::Rc::new(RefCell::new(w0));

@@ -42,7 +42,12 @@ fn layout(credit: usize, bridge: usize) -> Vec<(Node, Vec<Worker<Pkt>>)> {
         credit,
         bridge,
     };
-    nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap()
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    // These tests check what single calls do: each publishes what it routed.
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0);
+    }
+    layout
 }
 
 /// One turn of a worker: takes what it was sent and hands it back in order, rescheduling
@@ -247,6 +252,9 @@ fn reschedules_over_two_bridges_keep_their_order_after_their_flow_migrates() {
         bridge: 8,
     };
     let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0); // this test checks single calls
+    }
     let (mut n2, mut w2) = layout.pop().unwrap();
     let (mut n1, mut w1) = layout.pop().unwrap();
     let (mut n0, mut w0) = layout.pop().unwrap();

@@ -28,8 +28,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (node.clone(), w.clone()).prop_map(|(n, w)| Op::Leave(n, w)),
         1 => (node.clone(), w).prop_map(|(n, w)| Op::Rejoin(n, w)),
         1 => (node.clone(), any::<u8>(), node.clone()).prop_map(|(n, f, to)| Op::Migrate(n, f, to)),
-        1 => node.prop_map(Op::Flush),
+        1 => node.clone().prop_map(Op::Flush),
         1 => (0u8..12).prop_map(Op::Panic),
+        1 => (node, 0usize..5, 0u32..4).prop_map(|(n, b, h)| Op::Batching(n, b, h)),
     ]
 }
 

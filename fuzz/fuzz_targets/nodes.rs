@@ -31,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
             10 => Op::Rejoin(node, w),
             11 => Op::Migrate(node, d, usize::from(d >> 4)),
             12 => Op::Flush(node),
+            13 if d & 0x80 != 0 => Op::Batching(node, usize::from(d % 5), u32::from((d >> 3) % 4)),
             _ => Op::Collect(node),
         });
     }

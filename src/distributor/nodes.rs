@@ -841,6 +841,9 @@ where
             self.back.is_empty() && self.sorted.iter().all(Vec::is_empty),
             "emptied by every call, also when it panics"
         );
+        // The node's workers get their packets in batches while the caller brings input,
+        // and everything at once in a call without (every flush round is one).
+        self.dist.begin_call(pkts.is_empty());
         if self.flushing && !pkts.is_empty() {
             // New input: the other nodes' flushes wait for this node's again.
             self.flushing = false;
@@ -1093,6 +1096,7 @@ where
     /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
     /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// n.distribute(&mut vec![1, 2]).unwrap();
+    /// n.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// ws[0].recv_burst(&mut b, 8).unwrap();
     /// ws[0].done_burst(&mut b).unwrap();
@@ -1195,6 +1199,23 @@ where
     /// ```
     pub fn bridge_stats(&self) -> BridgeStats {
         self.stats
+    }
+
+    /// Sets how this node's distributor gathers packets per worker before it publishes
+    /// them: as [`Distributor::set_batching`] (a call of this node's
+    /// [`distribute`](Self::distribute) with no new input publishes everything, as does
+    /// every round of [`flush`](Self::flush)). The bridges are not batched: each call
+    /// publishes what it put on each.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
+    /// n.set_batching(1, 0); // every call publishes what it routed
+    /// n.distribute(&mut vec![5]).unwrap();
+    /// assert_eq!(ws[0].recv_burst(&mut Vec::new(), 8), Ok(1));
+    /// ```
+    pub fn set_batching(&mut self, packets: usize, hold_calls: u32) {
+        self.dist.set_batching(packets, hold_calls);
     }
 
     /// This node's distributor, for its statistics and worker control

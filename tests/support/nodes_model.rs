@@ -111,6 +111,8 @@ pub enum Op {
     /// never makes it (libFuzzer aborts on any panic).
     #[allow(dead_code)]
     Panic(u8),
+    /// Node `.0`'s batching changes (`set_batching(.1, .2)`).
+    Batching(usize, usize, u32),
 }
 
 type Node = NodeDistributor<Pkt, fn(&Pkt) -> u64>;
@@ -451,6 +453,7 @@ pub fn run(
             }
             Op::Flush(node) => st.flush(node % n)?,
             Op::Panic(k) => COUNTDOWN.with(|c| c.set(u64::from(k))),
+            Op::Batching(node, packets, hold) => st.nodes[node % n].set_batching(packets, hold),
         }
     }
     // Drive everything to completion: every packet must come back.
