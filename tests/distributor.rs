@@ -1363,49 +1363,60 @@ fn u64_tag(p: &u64) -> u64 {
     *p
 }
 
-/// A staged packet goes out with its lane's batch, or at the end of the `hold`-th call
-/// after the one that staged it, whichever comes first; a call with no input publishes
-/// everything.
+/// Under load (calls bringing a batch of input or more), a staged packet goes out with its
+/// lane's batch, or at the end of the `hold`-th call after the one that staged it; a call
+/// with less input publishes everything.
 #[test]
 fn a_staged_packet_goes_out_within_the_hold() {
     let (mut d, mut ws) = distributor::new(
         Config {
-            workers: 1,
-            credit: 64,
+            workers: 2,
+            credit: 16,
         },
         u64_tag,
     )
     .unwrap();
     d.set_batching(8, 3);
+    // Flow 1000 fills one worker's credit (published: a batch), and that worker holds it.
+    d.distribute(&mut vec![1000; 16]).unwrap();
+    let full = ws
+        .iter_mut()
+        .position(|w| w.recv_burst(&mut Vec::new(), 64) == Ok(16))
+        .expect("one worker got flow 1000");
+    let other = 1 - full;
+    // Each call brings 8 packets: 7 of flow 1000 (no credit: they stay with the caller)
+    // and one new flow, which goes to the other worker and is staged there.
+    let mut input = vec![1000; 7];
     let mut b = Vec::new();
     for call in 1..=4u64 {
-        d.distribute(&mut vec![call]).unwrap();
-        let got = ws[0].recv_burst(&mut b, 64).unwrap();
+        input.push(call);
+        assert_eq!(d.distribute(&mut input), Ok(1));
+        assert_eq!(input, [1000; 7], "flow 1000 waits for credit");
+        let got = ws[other].recv_burst(&mut b, 64).unwrap();
         // Staged at the end of call 1: published at the end of call 1 + 3.
         assert_eq!(got, if call < 4 { 0 } else { 4 }, "after call {call}");
     }
     assert_eq!(b, [1, 2, 3, 4]);
-    // A full batch goes out with the call that fills it.
-    d.distribute(&mut (10..18).collect()).unwrap();
-    assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(8));
-    // Fewer than a batch, then a call with no new input.
-    d.distribute(&mut vec![20, 21]).unwrap();
-    assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(0));
-    d.distribute(&mut Vec::new()).unwrap();
-    assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(2));
-    ws[0].done_burst(&mut b).unwrap();
+    // Light input publishes at once.
+    assert_eq!(d.distribute(&mut vec![5]), Ok(1));
+    assert_eq!(ws[other].recv_burst(&mut b, 64), Ok(1));
+    ws[other].done_burst(&mut b).unwrap();
+    let mut held = Vec::new();
+    ws[full].recv_burst(&mut held, 64).unwrap();
+    let mut all = vec![1000u64; 16];
+    ws[full].done_burst(&mut all).unwrap();
     let mut out = Vec::new();
     d.flush(&mut out, WAIT).unwrap();
-    assert_eq!(out.len(), 14);
+    assert_eq!(out.len(), 21);
 }
 
-/// The batch is at most half the credit, so a worker is never starved by its own staging
-/// (with credit 4 a batch of 2); a batch of 1 turns batching off.
+/// The batch is at most half the credit (with credit 4 a batch of 2): a loaded call of two
+/// new flows, one per worker, stays staged; the next fills both batches.
 #[test]
 fn the_batch_is_bounded_by_the_credit() {
     let (mut d, mut ws) = distributor::new(
         Config {
-            workers: 1,
+            workers: 2,
             credit: 4,
         },
         u64_tag,
@@ -1413,38 +1424,43 @@ fn the_batch_is_bounded_by_the_credit() {
     .unwrap();
     d.set_batching(usize::MAX, u32::MAX);
     let mut b = Vec::new();
-    d.distribute(&mut vec![1]).unwrap();
-    assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(0));
-    d.distribute(&mut vec![2]).unwrap();
+    d.distribute(&mut vec![1, 2]).unwrap();
+    let got = |ws: &mut Vec<Worker<u64>>, b: &mut Vec<u64>| {
+        ws[0].recv_burst(b, 8).unwrap() + ws[1].recv_burst(b, 8).unwrap()
+    };
+    assert_eq!(got(&mut ws, &mut b), 0, "one each: below a batch of 2");
+    d.distribute(&mut vec![1, 2]).unwrap();
     assert_eq!(
-        ws[0].recv_burst(&mut b, 8),
-        Ok(2),
-        "a batch of half the credit"
+        got(&mut ws, &mut b),
+        4,
+        "two each: a batch of half the credit"
     );
-    d.set_batching(1, u32::MAX);
-    d.distribute(&mut vec![3]).unwrap();
-    assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(1), "no batching");
 }
 
-/// What is staged when the distributor is dropped still reaches the worker, which then
-/// sees `Disconnected`.
+/// What is staged when the distributor is dropped still reaches the workers, which then
+/// see `Disconnected`.
 #[test]
 fn dropping_the_distributor_delivers_what_is_staged() {
     let (mut d, mut ws) = distributor::new(
         Config {
-            workers: 1,
+            workers: 2,
             credit: 64,
         },
         u64_tag,
     )
     .unwrap();
-    d.distribute(&mut vec![1, 2, 3]).unwrap();
+    d.set_batching(8, u32::MAX);
+    // A batch of input over two workers: neither lane has a batch.
+    d.distribute(&mut (0..8).collect()).unwrap();
     let mut b = Vec::new();
     assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(0), "staged");
+    assert_eq!(ws[1].recv_burst(&mut b, 64), Ok(0), "staged");
     drop(d);
-    assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(3));
-    assert_eq!(b, [1, 2, 3]);
-    assert_eq!(ws[0].recv_burst(&mut b, 64), Err(distributor::Disconnected));
+    for w in &mut ws {
+        while w.recv_burst(&mut b, 64).is_ok() {}
+    }
+    b.sort_unstable();
+    assert_eq!(b, (0..8).collect::<Vec<_>>());
 }
 
 /// A worker that leaves while packets of its flows are staged for it: the leave is read
@@ -1461,32 +1477,34 @@ fn staged_packets_of_a_leaving_worker_go_to_another_in_order() {
     )
     .unwrap();
     d.set_batching(4, u32::MAX);
-    let p = |seq| Pkt {
-        flow: 7,
-        seq,
-        id: seq,
-    };
-    // Four go out as a batch, then two stay staged, all for one worker.
-    d.distribute(&mut (0..4).map(p).collect()).unwrap();
-    d.distribute(&mut (4..6).map(p).collect()).unwrap();
-    let (mut w1, w0) = (ws.pop().unwrap(), ws.pop().unwrap());
-    let (mut leaving, mut staying) = if recv_all(&mut w1).is_empty() {
-        (w0, w1)
-    } else {
-        panic!("flow 7 went to worker 1 first: the test expects worker 0")
-    };
-    // It takes one packet, hands it back unprocessed and leaves.
+    let p = |flow, seq| Pkt { flow, seq, id: seq };
+    // Four of flow 7 go out as a batch, all to worker 0.
+    d.distribute(&mut (0..4).map(|s| p(7, s)).collect())
+        .unwrap();
+    let (mut staying, mut leaving) = (ws.pop().unwrap(), ws.pop().unwrap());
+    assert!(recv_all(&mut staying).is_empty(), "flow 7 went to worker 0");
+    // A loaded call: two more of flow 7 (staged at worker 0) and two new flows (staged at
+    // worker 1, the least loaded): no lane has a batch.
+    d.distribute(&mut vec![p(7, 4), p(7, 5), p(8, 100), p(9, 101)])
+        .unwrap();
+    assert!(recv_all(&mut staying).is_empty(), "staged");
+    // Worker 0 takes one packet, hands it back unprocessed and leaves.
     let mut held = Vec::new();
     leaving.recv_burst(&mut held, 1).unwrap();
+    assert_eq!(held, [p(7, 0)]);
     leaving.leave(held).unwrap();
-    d.distribute(&mut (6..8).map(p).collect()).unwrap();
+    // The next call reads the leave (control entries are read at once) and sends flow 7's
+    // packets, staged ones after the ring's, to worker 1 before the flow's new input.
+    d.distribute(&mut vec![p(7, 6), p(7, 7)]).unwrap();
     d.distribute(&mut Vec::new()).unwrap();
-    let got = recv_all(&mut staying);
-    assert_eq!(got, (0..8).map(p).collect::<Vec<_>>());
+    let got: Vec<Pkt> = recv_all(&mut staying);
+    let of_7: Vec<Pkt> = got.iter().copied().filter(|q| q.flow == 7).collect();
+    assert_eq!(of_7, (0..8).map(|s| p(7, s)).collect::<Vec<_>>());
+    assert_eq!(got.len(), 10, "and the two other flows");
     staying.done_burst(&mut got.clone()).unwrap();
     let mut out = Vec::new();
     d.flush(&mut out, WAIT).unwrap();
-    assert_eq!(out, (0..8).map(p).collect::<Vec<_>>());
+    assert_eq!(out.len(), 10);
 }
 
 /// The last few hand-backs of a lane with less than a batch outstanding are read by a
@@ -1511,13 +1529,16 @@ fn a_quiet_lanes_hand_backs_come_back_within_as_many_calls_as_workers() {
         .position(|w| w.recv_burst(&mut b, 8) == Ok(1))
         .expect("one worker got it");
     ws[w].done_burst(&mut b).unwrap();
+    // Loaded calls (a batch of input each) read only the lanes due, and one in turn.
+    d.set_batching(8, u32::MAX);
     let mut out = Vec::new();
     for call in 0..W as u64 {
-        d.distribute(&mut vec![call]).unwrap();
+        d.distribute(&mut (call * 100..call * 100 + 8).collect())
+            .unwrap();
         d.collect(&mut out);
         if out.contains(&1000) {
             return;
         }
     }
-    panic!("the hand-back was not read within {W} calls with input");
+    panic!("the hand-back was not read within {W} loaded calls");
 }

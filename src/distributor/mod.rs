@@ -6,8 +6,9 @@
 //!
 //! 1. packets of one tag are never processed by two workers at once, and are processed in
 //!    the order the distributor received them;
-//! 2. a tag with nothing in flight may move to another worker (the least loaded); a tag
-//!    with packets in flight never does;
+//! 2. a tag with nothing in flight may move to another worker (the least loaded, or one
+//!    within a batch of it); a tag with packets in flight (staged ones included) never
+//!    does;
 //! 3. every packet handed in comes back exactly once (returned, or counted as dropped by
 //!    an explicit worker decision, or as lost when a worker's handle was dropped without
 //!    leaving while it held packets), across flush, reschedule, workers leaving and
@@ -43,14 +44,25 @@
 //! which flows are still in flight: no per-packet completion state, no scan of shared
 //! memory.
 //!
-//! Shared cache lines written per burst (packets of 8 bytes; 8 per 64-byte line):
-//! * distributor, per worker that gets packets: the packet lines of its ring and **one**
-//!   index line (the ring's tail); per worker that handed packets back: **one** index line
+//! Under load (calls that bring a batch of input or more), packets routed to a worker are
+//! staged in its lane and published as a batch (see [`Distributor::set_batching`]: 32
+//! packets, or after 16 calls at the latest), and a lane's return rings are read when its
+//! worker holds a batch's worth (or the lane nears its credit, or a control entry waits,
+//! or its turn comes: one lane per call). A call with less input publishes and reads
+//! everything at once, so a light load pays no latency for it. A burst of input spread over many workers so still moves a worker burst per line
+//! transfer: the distributor's index stores and reads of moved lines per packet, and its
+//! instructions per packet, do not grow with the number of workers (`dist_lines` in the
+//! report; the design DPDK's burst distributor uses, a backlog per worker).
+//!
+//! Shared cache lines written per batch (packets of 8 bytes; 8 per 64-byte line):
+//! * distributor, per batch published: the packet lines of the worker's ring and **one**
+//!   index line (the ring's tail); per read of a worker's hand-backs: **one** index line
 //!   (the done ring's head), plus one for the control ring when it had entries;
 //! * worker, per burst received: **one** index line (its ring's head); per burst handed
 //!   back: the packets' lines and **one** index line (the done ring's tail).
 //!
-//! Remote index lines are read only when the cached copy says full or empty.
+//! Remote index lines are read only when the cached copy says full or empty, and a control
+//! ring's tail (read every call) moves only when its worker posts an entry.
 //!
 //! # Example
 //!
@@ -522,8 +534,8 @@ struct Lane<T> {
     /// Packets this worker completed (handed back or returned unprocessed), ever.
     completed: u64,
     /// Packets routed to this worker and not yet published: pushed as one burst once
-    /// there is a batch of them, or they waited the hold, or the caller has no new input
-    /// (see [`Distributor::set_batching`]).
+    /// there is a batch of them, or they waited the hold, or a call brings less than a
+    /// batch of input (see [`Distributor::set_batching`]).
     staged: Vec<T>,
     /// The call at whose end the oldest staged packet was first left staged
     /// ([`NOT_STAGED`] when none is).
@@ -812,8 +824,8 @@ pub struct Distributor<T, F> {
     hold: u64,
     /// Calls of `distribute` so far (the clock of `hold`).
     calls: u64,
-    /// This call publishes every staged packet and reads every return ring: it got no new
-    /// input (also every round of a flush), or batching is off.
+    /// This call publishes every staged packet and reads every return ring: it got less
+    /// than a batch of new input (none in every round of a flush), or batching is off.
     publish_all: bool,
     /// The lanes due at the end of the last `distribute` (see [`Lane::due`]), which
     /// `collect` reads.
@@ -1050,11 +1062,12 @@ where
         }
     }
 
-    /// Starts a call of `distribute` (of the distributor or of a node): its clock ticks,
-    /// and it publishes and reads everything if `no_input`.
-    pub(crate) fn begin_call(&mut self, no_input: bool) {
+    /// Starts a call of `distribute` (of the distributor or of a node) that brings
+    /// `new_input` packets: its clock ticks, and it publishes and reads everything unless
+    /// the input is a batch or more (a lighter load is served at once: latency first).
+    pub(crate) fn begin_call(&mut self, new_input: usize) {
         self.calls = self.calls.wrapping_add(1);
-        self.publish_all = no_input || self.batch <= 1;
+        self.publish_all = (new_input as u64) < self.batch;
     }
 
     /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
@@ -1390,7 +1403,10 @@ where
     /// Packets it cannot place now stay in `pkts`, in order: a packet whose flow's worker
     /// has no credit left, and every later packet of the same flow in the burst (so a retry
     /// keeps each flow's order). Packets waiting in the backlog (rescheduled, or handed back
-    /// by a leaving worker) go first.
+    /// by a leaving worker) go first. Under load, accepted packets reach their worker with
+    /// its lane's batch ([`set_batching`](Self::set_batching)); a call with less than a
+    /// batch of input (an empty `pkts` too) publishes everything staged, so a caller whose
+    /// input stops calls it so (or `flush`es).
     ///
     /// # Errors
     ///
@@ -1427,7 +1443,7 @@ where
     /// assert_eq!(burst, [7, 8]);
     /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
-        self.begin_call(pkts.is_empty());
+        self.begin_call(pkts.len());
         if self.publish_all {
             self.poll_returns();
         } else {
@@ -1607,17 +1623,16 @@ where
     /// Reads the workers' return rings only if nothing is waiting from an earlier read (a
     /// `distribute` call reads them too), so a `distribute` + `collect` loop reads each
     /// return ring at most once per round. With batching on (the default: see
-    /// [`set_batching`](Self::set_batching)), after a `distribute` that had new input it
-    /// reads only the rings of workers that hold a batch's worth of packets, so a lane's
-    /// last few hand-backs come back with a later call (within as many calls as there are
-    /// workers); after one with no new input (or a [`flush`](Self::flush)) it reads
-    /// them all.
+    /// [`set_batching`](Self::set_batching)), after a `distribute` that brought a batch
+    /// of input or more it reads only the rings of workers that hold a batch's worth of
+    /// packets, so a lane's last few hand-backs come back with a later call (within as
+    /// many calls as there are workers); after one with less (or a
+    /// [`flush`](Self::flush)) it reads them all.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// ws[0].recv_burst(&mut b, 8).unwrap();
     /// ws[0].done_burst(&mut b).unwrap();
@@ -1971,35 +1986,36 @@ where
         self.naps = (first, longest.max(first));
     }
 
-    /// Sets how packets are gathered per worker before they are published: a lane
-    /// publishes its staged packets with one index store once it has `packets` of them
-    /// (at most half the credit; 1 turns batching off), and at the latest at the end of
-    /// the `hold_calls`-th [`distribute`](Self::distribute) after the call that staged
-    /// the oldest (0: at the end of that call). A call with no new input (an empty
-    /// `pkts`) and every round of [`flush`](Self::flush) publish everything at once, and
-    /// a lane whose worker has used up its credit publishes at once. Return rings are read
-    /// at the same grain: a call reads a lane's only when its worker holds `packets`
-    /// published ones or the lane is near its credit, plus one lane in turn (every lane at
-    /// least once per as many calls as there are lanes); a call with no new input reads
-    /// them all.
+    /// Sets how packets are gathered per worker before they are published. A call that
+    /// brings at least `packets` new packets (the distributor under load) stages what it
+    /// routes per worker: a lane publishes its staged packets with one index store once it
+    /// has `packets` of them (at most half the credit; 1 turns batching off), or at the
+    /// latest at the end of the `hold_calls`-th such call after the one that staged the
+    /// oldest (0: at the end of that call), or at once when its worker has used up its
+    /// credit. A call with fewer new packets (a lighter load; an empty `pkts` and every
+    /// round of [`flush`](Self::flush) too) publishes everything at once. Return rings
+    /// are read at the same grain: under load a call reads a lane's only when its worker
+    /// holds `packets` published ones, the lane is near its credit or has a control entry
+    /// (a drop, a reschedule, a leave), plus one lane in turn (every lane at least once
+    /// per as many calls as there are lanes); a lighter call reads them all.
     ///
-    /// So one line transfer carries a worker burst, also when a burst of input spreads
-    /// over many workers. The price is latency while input keeps coming: a packet may wait
-    /// up to `hold_calls` calls. A caller whose input stops must call `distribute` with an
-    /// empty `Vec` (or `flush`): staged packets do not move without a call.
-    /// Defaults: [`DEFAULT_LANE_BATCH`] and [`DEFAULT_LANE_HOLD`].
+    /// So under load one line transfer carries a worker burst, also when each burst of
+    /// input spreads over many workers, and a light load waits for nothing. The price:
+    /// under load a packet may wait up to `hold_calls` calls, and a caller whose input
+    /// stops must make one more call (with an empty `Vec`, or `flush`): staged packets do
+    /// not move without a call. Defaults: [`DEFAULT_LANE_BATCH`] and [`DEFAULT_LANE_HOLD`].
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 64 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 2, credit: 64 }, |p: &u64| *p).unwrap();
+    /// d.set_batching(8, 16);
     /// let mut b = Vec::new();
-    /// d.distribute(&mut vec![1, 2, 3]).unwrap();
-    /// assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(0)); // staged: fewer than a batch
+    /// d.distribute(&mut (0..8).collect()).unwrap(); // a batch of input: spread, staged
+    /// assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(0));
     /// d.distribute(&mut Vec::new()).unwrap(); // no new input: published
-    /// assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(3));
-    /// d.set_batching(1, 0); // every call publishes what it routed
-    /// d.distribute(&mut vec![4]).unwrap();
-    /// assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(1));
+    /// assert_eq!(ws[0].recv_burst(&mut b, 8).unwrap() + ws[1].recv_burst(&mut b, 8).unwrap(), 8);
+    /// d.distribute(&mut vec![9]).unwrap(); // light input: published at once
+    /// assert_eq!(ws[0].recv_burst(&mut b, 8).unwrap() + ws[1].recv_burst(&mut b, 8).unwrap(), 1);
     /// ```
     pub fn set_batching(&mut self, packets: usize, hold_calls: u32) {
         let packets = u64::try_from(packets).unwrap_or(u64::MAX);
@@ -2022,7 +2038,6 @@ where
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// d.set_order_check(false);
     /// d.distribute(&mut vec![10]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// ws[0].recv_burst(&mut b, 8).unwrap();
     /// b[0] = 11; // the worker rewrote the field the tag reads

@@ -841,9 +841,10 @@ where
             self.back.is_empty() && self.sorted.iter().all(Vec::is_empty),
             "emptied by every call, also when it panics"
         );
-        // The node's workers get their packets in batches while the caller brings input,
-        // and everything at once in a call without (every flush round is one).
-        self.dist.begin_call(pkts.is_empty());
+        // The node's workers get their packets in batches while the caller brings a batch
+        // of input or more, and everything at once in a call with less (every flush round
+        // brings none).
+        self.dist.begin_call(pkts.len());
         if self.flushing && !pkts.is_empty() {
             // New input: the other nodes' flushes wait for this node's again.
             self.flushing = false;
@@ -1096,7 +1097,6 @@ where
     /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
     /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// n.distribute(&mut vec![1, 2]).unwrap();
-    /// n.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// ws[0].recv_burst(&mut b, 8).unwrap();
     /// ws[0].done_burst(&mut b).unwrap();
@@ -1202,10 +1202,10 @@ where
     }
 
     /// Sets how this node's distributor gathers packets per worker before it publishes
-    /// them: as [`Distributor::set_batching`] (a call of this node's
-    /// [`distribute`](Self::distribute) with no new input publishes everything, as does
-    /// every round of [`flush`](Self::flush)). The bridges are not batched: each call
-    /// publishes what it put on each.
+    /// them: as [`Distributor::set_batching`], by the new input of this node's
+    /// [`distribute`](Self::distribute) (a call with less than a batch, and every round of
+    /// [`flush`](Self::flush), publishes everything). The bridges are not batched: each
+    /// call publishes what it put on each.
     ///
     /// ```
     /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };

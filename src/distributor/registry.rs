@@ -57,7 +57,6 @@ pub struct WorkerRegistry {
 /// use flowline::distributor::{self, Config};
 /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
 /// d.distribute(&mut vec![4]).unwrap();
-/// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
 /// ws[0].recv_burst(&mut Vec::new(), 8).unwrap();
 /// let info = &d.registry().workers()[0];
 /// assert_eq!((info.id, info.active, info.stats.get("received")), (0, true, Some(1)));

@@ -191,7 +191,6 @@ impl<T> Worker<T> {
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// w.recv_burst(&mut Vec::new(), 8).unwrap();
     /// assert_eq!(w.held(), 2);
     /// ```
@@ -210,7 +209,6 @@ impl<T> Worker<T> {
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![1, 2, 3]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// assert_eq!(w.recv_burst(&mut b, 2), Ok(2));
     /// assert_eq!(b, [1, 2]);
@@ -421,7 +419,6 @@ impl<T> Worker<T> {
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![4]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// w.recv_burst(&mut b, 8).unwrap();
     /// w.done(b.pop().unwrap()).unwrap();
@@ -505,7 +502,6 @@ impl<T> Worker<T> {
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![4]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// w.recv_burst(&mut b, 8).unwrap();
     /// w.drop_packet(b.pop().unwrap()).unwrap();
@@ -542,14 +538,12 @@ impl<T> Worker<T> {
     /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &(u64, u64)| p.0).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![(1, 100)]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// let mut b = Vec::new();
     /// w.recv_burst(&mut b, 8).unwrap();
     /// let mut p = b.pop().unwrap();
     /// p.0 = 2; // move it to flow 2
     /// w.reschedule(p).unwrap();
     /// d.distribute(&mut vec![(2, 200)]).unwrap();
-    /// d.distribute(&mut Vec::new()).unwrap(); // no new input: staged packets go out
     /// w.recv_burst(&mut b, 8).unwrap();
     /// assert_eq!(b, [(2, 100), (2, 200)]); // the rescheduled packet comes first
     /// ```
