@@ -1542,3 +1542,85 @@ fn a_quiet_lanes_hand_backs_come_back_within_as_many_calls_as_workers() {
     }
     panic!("the hand-back was not read within {W} loaded calls");
 }
+
+/// A caller that stops distributing and only collects (its input ended) still gets
+/// everything back: the second `collect` in a row publishes what is staged and reads every
+/// ring, also the hand-backs of a lane with less than a batch outstanding.
+#[test]
+fn a_loop_of_collect_alone_brings_everything_back() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 512,
+        },
+        u64_tag,
+    )
+    .unwrap();
+    assert_eq!(d.distribute(&mut (0..32).collect()), Ok(32)); // a full batch: published
+    let mut b = Vec::new();
+    assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(32));
+    let mut rest = b.split_off(16);
+    ws[0].done_burst(&mut b).unwrap();
+    let mut out = Vec::new();
+    d.collect(&mut out);
+    ws[0].done_burst(&mut rest).unwrap();
+    for _ in 0..3 {
+        d.collect(&mut out);
+    }
+    assert_eq!(out.len(), 32, "in flight: {}", d.in_flight());
+}
+
+/// The report's loop: `distribute` only while there is input, `collect` until everything
+/// is back, with two worker threads; staged packets must not stay staged.
+#[test]
+fn distributing_only_while_input_lasts_drains() {
+    const FLOWS: u64 = 64;
+    // Whole bursts: the last call is a loaded one, whose staged packets only a collect
+    // can get out.
+    const TOTAL: u64 = 313 * 32;
+    let (mut d, ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 512,
+        },
+        |p: &u64| *p % FLOWS,
+    )
+    .unwrap();
+    let ts: Vec<_> = ws
+        .into_iter()
+        .map(|mut w| {
+            std::thread::spawn(move || {
+                let mut b = Vec::with_capacity(32);
+                while let Ok(k) = w.recv_burst(&mut b, 32) {
+                    if k > 0 {
+                        w.done_burst(&mut b).unwrap();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        })
+        .collect();
+    let (mut next, mut back) = (0u64, 0u64);
+    let mut input: Vec<u64> = Vec::with_capacity(32);
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while (next < TOTAL || back < next) && std::time::Instant::now() < deadline {
+        while next < TOTAL && input.len() < 32 {
+            input.push(next);
+            next += 1;
+        }
+        if !input.is_empty() {
+            d.distribute(&mut input).unwrap();
+        }
+        back += d.collect(&mut out) as u64;
+        out.clear();
+        std::thread::yield_now();
+    }
+    let stuck = d.in_flight();
+    drop(d);
+    for t in ts {
+        t.join().unwrap();
+    }
+    assert_eq!(back, next, "{stuck} packets still in flight");
+}

@@ -1303,3 +1303,27 @@ fn a_reschedule_read_before_a_bridged_packet_of_its_flow_goes_first() {
     }
     assert_eq!(seen, [1, 2], "r was read before p arrived");
 }
+
+/// A light call (less than a batch of input) places new flows on the least loaded worker,
+/// one by one, as without batching.
+#[test]
+fn a_light_call_spreads_new_flows_over_the_workers() {
+    let cfg = NodesConfig {
+        nodes: 1,
+        workers_per_node: 2,
+        credit: 64,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, |p: &u64| *p).unwrap();
+    let (mut node, mut ws) = layout.pop().unwrap();
+    node.distribute(&mut (0..20).collect()).unwrap();
+    let got: Vec<usize> = ws
+        .iter_mut()
+        .map(|w| {
+            let mut b = Vec::new();
+            w.recv_burst(&mut b, 64).unwrap();
+            b.len()
+        })
+        .collect();
+    assert!(got[0].abs_diff(got[1]) <= 1, "per worker: {got:?}");
+}

@@ -830,6 +830,8 @@ pub struct Distributor<T, F> {
     /// The lanes due at the end of the last `distribute` (see [`Lane::due`]), which
     /// `collect` reads.
     due_lanes: Vec<usize>,
+    /// A `collect` ran since the last `distribute`: the next one is a caller draining.
+    collected: bool,
     /// The lane whose return rings the next call reads whatever their load (one per call
     /// in turn, so that a leave or the last few hand-backs of an idle lane are seen).
     rotor: usize,
@@ -906,6 +908,7 @@ where
         calls: 0,
         publish_all: true,
         due_lanes: Vec::new(),
+        collected: false,
         rotor: 0,
     };
     let mut dist = dist;
@@ -1001,12 +1004,13 @@ where
     /// lookup per packet.
     #[inline(always)]
     fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
+        let slack = self.slack();
         let mut router = Router {
             lanes: &mut self.lanes,
             flows: &mut self.flows,
             pick: self.pick,
             credit: self.credit,
-            slack: self.batch - 1,
+            slack,
         };
         let r = router.route(pkt, t);
         self.pick = router.pick;
@@ -1026,14 +1030,9 @@ where
     /// the 2-core test guest: +10-13% near, +30% far). That is one more read of each such
     /// done ring's index per call; it moves the index line only if the worker published
     /// since the last read, which the next read would have paid for instead.
-    fn push_staged(&mut self, prefetch: bool) {
-        let (all, batch, hold, calls, credit) = (
-            self.publish_all,
-            self.batch,
-            self.hold,
-            self.calls,
-            self.credit,
-        );
+    fn push_staged(&mut self, prefetch: bool, all: bool) {
+        let (all, batch, hold, calls, credit) =
+            (all, self.batch, self.hold, self.calls, self.credit);
         let near = credit - batch;
         self.due_lanes.clear();
         for (w, lane) in self.lanes.iter_mut().enumerate() {
@@ -1068,6 +1067,17 @@ where
     pub(crate) fn begin_call(&mut self, new_input: usize) {
         self.calls = self.calls.wrapping_add(1);
         self.publish_all = (new_input as u64) < self.batch;
+        self.collected = false;
+    }
+
+    /// How far above the least loaded lane a new flow's lane may be: a lane batch less
+    /// one under load (new flows fill one lane's batch in a row), none otherwise.
+    fn slack(&self) -> u64 {
+        if self.publish_all {
+            0
+        } else {
+            self.batch - 1
+        }
     }
 
     /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
@@ -1139,7 +1149,7 @@ where
             self.blocked.clear();
             self.held_back.clear();
             self.route_backlog();
-            self.push_staged(false);
+            self.push_staged(false, self.publish_all);
         } else if self.ownership.is_some() {
             // No worker to route to, but reschedules to other nodes' tags still go there
             // first (the rest of the backlog goes back with `NoWorkers`).
@@ -1414,8 +1424,8 @@ where
     /// back at the front of `pkts` (it is older than they are).
     ///
     /// If the `tag` closure panics, the packets it had not yet tagged (that one included)
-    /// stay in `pkts`, in order, and the packets already routed go out with the next call:
-    /// none is lost.
+    /// stay in `pkts`, in order, and the packets already routed stay staged for their
+    /// workers (they go out with a later call, as batching allows): none is lost.
     ///
     /// # Panics
     ///
@@ -1491,8 +1501,8 @@ where
         {
             /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
             /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the
-            /// packets already routed are staged and go out with the next call, and are
-            /// counted as accepted here: the call's own count below never runs then).
+            /// packets already routed stay staged for a later call, and are counted as
+            /// accepted here: the call's own count below never runs then).
             struct PutBack<'a, T> {
                 base: *const T,
                 next: usize,
@@ -1542,6 +1552,7 @@ where
                 pick,
                 credit,
                 batch,
+                publish_all,
                 blocked,
                 wait_first,
                 held_back,
@@ -1553,7 +1564,7 @@ where
                 flows,
                 pick: *pick,
                 credit: *credit,
-                slack: *batch - 1,
+                slack: if *publish_all { 0 } else { *batch - 1 },
             };
             if !filtering {
                 // The common case, in a loop of its own that keeps fewer values live: no
@@ -1604,8 +1615,8 @@ where
         self.scratch = input;
         // Counted before the packets are published: the publication may wake a worker's
         // task, whose waker may panic out of `push_staged` (the packets it did not push
-        // stay staged and go out with the next call), and a reader that has seen a packet
-        // at a worker finds it in the totals.
+        // stay staged for a later call), and a reader that has seen a packet at a worker
+        // finds it in the totals.
         let mut delta = [0u64; 5];
         delta[ACCEPTED] = accepted;
         delta[BACKPRESSURED] = pkts.len() as u64;
@@ -1615,7 +1626,7 @@ where
         let lanes = &self.lanes;
         self.flows
             .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
-        self.push_staged(true);
+        self.push_staged(true, self.publish_all);
         Ok(accepted as usize)
     }
 
@@ -1623,11 +1634,13 @@ where
     /// Reads the workers' return rings only if nothing is waiting from an earlier read (a
     /// `distribute` call reads them too), so a `distribute` + `collect` loop reads each
     /// return ring at most once per round. With batching on (the default: see
-    /// [`set_batching`](Self::set_batching)), after a `distribute` that brought a batch
-    /// of input or more it reads only the rings of workers that hold a batch's worth of
-    /// packets, so a lane's last few hand-backs come back with a later call (within as
-    /// many calls as there are workers); after one with less (or a
-    /// [`flush`](Self::flush)) it reads them all.
+    /// [`set_batching`](Self::set_batching)), right after a `distribute` that brought a
+    /// batch of input or more it reads only the rings of workers that hold a batch's
+    /// worth of packets, so a lane's last few hand-backs come back with a later call
+    /// (within as many calls as there are workers); after one with less (or a
+    /// [`flush`](Self::flush)) it reads them all, and a `collect` that follows another
+    /// with no `distribute` between (a caller draining) also publishes everything staged
+    /// first: a loop of `collect` alone brings everything back.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -1642,12 +1655,19 @@ where
     /// ```
     pub fn collect(&mut self, out: &mut Vec<T>) -> usize {
         if self.returned.is_empty() {
-            if !self.publish_all {
-                self.poll_batches();
-            } else {
+            if self.publish_all {
                 self.poll_returns();
+            } else if self.collected {
+                // A second `collect` with no `distribute` between: the caller drains (its
+                // input stopped). Everything staged goes out and every ring is read, so
+                // a loop of `collect` alone brings everything back.
+                self.push_staged(false, true);
+                self.poll_returns();
+            } else {
+                self.poll_batches();
             }
         }
+        self.collected = true;
         let n = self.returned.len();
         out.append(&mut self.returned);
         n

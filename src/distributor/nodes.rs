@@ -11,7 +11,8 @@
 //!   ([`bucket_of`]), and each bucket has an owner, [`owner_of`] at the start. Packets may
 //!   enter at any node: [`NodeDistributor::distribute`] routes those of tags it owns to its
 //!   workers, as [`Distributor::distribute`] does, and moves the others onto the bridge to
-//!   their owner, one index publication per destination per call.
+//!   their owner, one index publication per destination per call, or under load per
+//!   batch gathered across calls (see [`NodeDistributor::set_batching`]).
 //! * **Migration.** A node moves a bucket it owns to another node with
 //!   [`NodeDistributor::migrate`] (to relieve an overloaded node): the other nodes switch
 //!   at their next call, the new owner holds the bucket's packets until the old owner has
@@ -45,7 +46,8 @@
 //!   are read before the input is split up).
 //! * **Backpressure.** A full bridge (or a local worker without credit) leaves packets with
 //!   the caller: that packet and every later packet for the same destination in the burst
-//!   (so each flow's order holds on the retry). Packets that came over a bridge and cannot
+//!   (so each flow's order holds on the retry); under load a batch per destination may
+//!   wait in the node for its bridge, as for a local worker. Packets that came over a bridge and cannot
 //!   be placed yet wait in the receiving node, which then reads no more from that bridge
 //!   until they are placed: the bridge fills and the sending node's caller keeps its
 //!   packets.
@@ -56,7 +58,7 @@
 //!   per bridge push and once at the end of a call) and read by the others only while
 //!   they flush.
 //!
-//! Cross-node lines written per call: per destination that received packets, the bridge's
+//! Cross-node lines written per call: per destination whose batch went out, the bridge's
 //! packet lines and **one** index line (its tail); per source read, **one** index line (its
 //! head, released by the burst read); plus the node's own progress line when its counts
 //! changed (stores to a line read by nobody while nobody flushes: no transfer).
@@ -375,6 +377,15 @@ pub struct NodeDistributor<T, F> {
     /// Reschedules for node `o` its bridge had no room for: they go before any new input
     /// for `o`.
     pending_out: Vec<Vec<T>>,
+    /// Input for node `o` (entered here) gathered across calls under load and pushed onto
+    /// its bridge as a batch: when there is a batch of it, when the oldest waited the
+    /// hold, in a call with less than a batch of input, before any reschedule for `o`
+    /// (which must go after it), and before this node adopts a new map version (every
+    /// packet it sent by the older version must be on the bridges then).
+    staged_out: Vec<Vec<T>>,
+    /// Per destination: the call at whose end its oldest staged packet was first left
+    /// staged (`u64::MAX`: none).
+    staged_out_call: Vec<u64>,
     /// Packets read from the bridge from node `s` that the local workers had no credit
     /// for yet, in arrival order.
     inbound: Vec<Vec<T>>,
@@ -590,6 +601,8 @@ where
                 out,
                 inb,
                 pending_out: (0..n).map(|_| Vec::new()).collect(),
+                staged_out: (0..n).map(|_| Vec::new()).collect(),
+                staged_out_call: vec![u64::MAX; n],
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 inbound_at: vec![0; n],
                 sorted: (0..n).map(|_| Vec::new()).collect(),
@@ -770,6 +783,10 @@ where
     /// call it (with an empty burst when there is no input) as often as
     /// [`collect`](Self::collect).
     ///
+    /// Under load (a call bringing a batch of input or more: see
+    /// [`set_batching`](Self::set_batching)), the packets for each other node are gathered
+    /// across calls and pushed onto its bridge as a batch, as the local workers' are.
+    ///
     /// Packets it cannot place stay in `pkts`, each group in order, so every flow's order
     /// holds on the retry: first those for the local workers (as
     /// [`Distributor::distribute`] leaves them), then reschedules for a node that was
@@ -797,8 +814,8 @@ where
     /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
     /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
     /// let (mut n0, _w0) = layout.remove(0);
-    /// let mut burst: Vec<u64> = (0..6).collect();
-    /// assert_eq!(n0.distribute(&mut burst), Ok(6)); // some to local workers, some to node 1
+    /// let mut burst: Vec<u64> = (0..3).collect(); // light input: out at once
+    /// assert_eq!(n0.distribute(&mut burst), Ok(3)); // some to local workers, some to node 1
     /// assert!(n0.bridge_stats().sent > 0);
     /// ```
     pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
@@ -867,8 +884,13 @@ where
         let mut blocked = [false; MAX_NODES];
         for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
             if !self.pending_out[o].is_empty() {
+                // Input staged for `o` entered before these were read: it goes first.
+                if !self.push_staged_out(o) {
+                    *blocked = true;
+                    continue;
+                }
                 let mut v = core::mem::take(&mut self.pending_out[o]);
-                if self.push_bridge(o, &mut v, false) {
+                if self.push_bridge(o, &mut v, true) {
                     *blocked = !v.is_empty();
                 } else {
                     // Node `o` was dropped: they go back to the caller (counted as finished
@@ -886,6 +908,11 @@ where
         // From here until the end every packet is in `self` (`sorted`, `back`, the
         // bridges, the distributor), so a panic below loses none: the next call goes on.
         let mut placed = 0usize;
+        // A destination whose staged input did not all fit on its bridge takes no new
+        // input either (those packets are left, with no call noted: see below).
+        for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
+            *blocked |= self.staged_out_call[o] == u64::MAX && !self.staged_out[o].is_empty();
+        }
         let own = self.dist.ownership.as_ref().expect("set by nodes::new");
         let draining = self.drain.is_some();
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
@@ -914,18 +941,66 @@ where
                 self.sorted[o].push(p);
             }
         }
-        for o in 0..self.nodes {
+        // Input for the other nodes is staged (entered now, and the count published before
+        // any of it can reach another node), then each bridge's batch goes out.
+        let mut fresh = [0usize; MAX_NODES];
+        for (o, fresh) in fresh.iter_mut().enumerate().take(self.nodes) {
             if o == self.id || self.sorted[o].is_empty() {
                 continue;
             }
             let mut v = core::mem::take(&mut self.sorted[o]);
-            let before = v.len();
-            self.push_bridge(o, &mut v, true);
-            placed += before - v.len();
-            self.back.append(&mut v);
+            if self.out[o]
+                .as_ref()
+                .is_some_and(spsc::Producer::is_abandoned)
+            {
+                // Node `o` was dropped: back to the caller, never entered.
+                self.back.append(&mut v);
+            } else {
+                *fresh = v.len();
+                self.entered += v.len() as u64;
+                placed += v.len();
+                self.staged_out[o].append(&mut v);
+            }
             self.sorted[o] = v;
         }
         self.publish();
+        let (all, batch, hold, calls) = (
+            self.dist.publish_all,
+            self.dist.batch,
+            self.dist.hold,
+            self.dist.calls,
+        );
+        for (o, &fresh) in fresh.iter().enumerate().take(self.nodes) {
+            let n = self.staged_out[o].len();
+            if n == 0 {
+                continue;
+            }
+            let since = self.staged_out_call[o];
+            // Older packets left by a push that did not fit (no call noted) try again.
+            let left_over = since == u64::MAX && n > fresh;
+            let due = all
+                || n as u64 >= batch
+                || left_over
+                || (since != u64::MAX && calls.wrapping_sub(since) >= hold);
+            if !due {
+                if since == u64::MAX {
+                    self.staged_out_call[o] = calls;
+                }
+                continue;
+            }
+            self.push_staged_out(o);
+            // A full bridge leaves this call's packets that did not fit with the caller
+            // (in order, behind any older ones left here): entered, so counted as
+            // finished, as local input the workers had no room for.
+            let left = self.staged_out[o].len();
+            let k = left.min(fresh);
+            if k > 0 {
+                let mut v = self.staged_out[o].split_off(left - k);
+                self.finished += k as u64;
+                placed -= k;
+                self.back.append(&mut v);
+            }
+        }
         let r = self.pump_local();
         let r = r.and_then(|()| {
             let before = self.sorted[self.id].len();
@@ -1201,11 +1276,12 @@ where
         self.stats
     }
 
-    /// Sets how this node's distributor gathers packets per worker before it publishes
-    /// them: as [`Distributor::set_batching`], by the new input of this node's
+    /// Sets how this node gathers packets before it publishes them, per local worker and
+    /// per bridge: as [`Distributor::set_batching`], by the new input of this node's
     /// [`distribute`](Self::distribute) (a call with less than a batch, and every round of
-    /// [`flush`](Self::flush), publishes everything). The bridges are not batched: each
-    /// call publishes what it put on each.
+    /// [`flush`](Self::flush), publishes everything). A bridge's batch also goes out
+    /// before any reschedule for its node (which must follow it) and before this node
+    /// adopts a new ownership map (a handover waits for it).
     ///
     /// ```
     /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
@@ -1332,21 +1408,17 @@ where
     }
 
     /// Pushes the front of `v` onto the bridge to `o` with one publication; what does not
-    /// fit stays in `v`. New input (`count`) is counted as entered, and the count
-    /// published, before any of it can reach the other node; reschedules had entered
-    /// already. The room is the producer's cached view of the other end, refreshed only
-    /// when it says full. Returns false (and pushes nothing) if node `o` was dropped.
-    fn push_bridge(&mut self, o: usize, v: &mut Vec<T>, count: bool) -> bool {
+    /// fit stays in `v`. Everything pushed has entered already (and its count was
+    /// published); `resched` marks reschedules (see `resched_end`). The room is the
+    /// producer's cached view of the other end, refreshed only when it says full. Returns
+    /// false (and pushes nothing) if node `o` was dropped.
+    fn push_bridge(&mut self, o: usize, v: &mut Vec<T>, resched: bool) -> bool {
         let mut tx = self.out[o].take().expect("a bridge to every other node");
         let open = !tx.is_abandoned();
         if open {
             let chunk = tx.write_chunk(v.len());
             let k = chunk.len();
             if k > 0 {
-                if count {
-                    self.entered += k as u64;
-                    self.publish();
-                }
                 let mut it = v.drain(..k);
                 let n = chunk.fill_from_iter(&mut it);
                 debug_assert_eq!(n, k, "the drain holds k packets");
@@ -1354,13 +1426,30 @@ where
                 self.stats.sent += k as u64;
                 self.stats.bursts += 1;
                 self.pushed_to[o] += k as u64;
-                if !count {
+                if resched {
                     self.resched_end[o] = self.pushed_to[o];
                 }
             }
         }
         self.out[o] = Some(tx);
         open
+    }
+
+    /// Pushes the input staged for node `o` onto its bridge; returns whether none is left
+    /// (what does not fit stays staged, in order). If node `o` was dropped, its staged
+    /// input goes back to the caller (it had entered: counted as finished then).
+    fn push_staged_out(&mut self, o: usize) -> bool {
+        if self.staged_out[o].is_empty() {
+            return true;
+        }
+        let mut v = core::mem::take(&mut self.staged_out[o]);
+        if !self.push_bridge(o, &mut v, false) {
+            self.undeliverable.append(&mut v);
+        }
+        self.staged_out_call[o] = u64::MAX;
+        let done = v.is_empty();
+        self.staged_out[o] = v;
+        done
     }
 
     /// Places what waits here: first the packets handovers released (`inbound[id]`),
@@ -1614,10 +1703,17 @@ where
             // has handed the bucket over. Each flow's packets sit in one queue and keep
             // their order.
             self.resort_pending();
-            // Every other packet this node sent by the older version is on a bridge by
-            // now (its calls pushed them before returning).
-            self.progress.adopt(self.id, version);
-            self.adopted = version;
+            // Every other packet this node sent by the older version must be on a bridge
+            // first: the input staged for the bridges goes out (a full bridge puts the
+            // adoption off to a later call; a handover waits for it).
+            let mut all_out = true;
+            for o in 0..self.nodes {
+                all_out &= self.push_staged_out(o);
+            }
+            if all_out {
+                self.progress.adopt(self.id, version);
+                self.adopted = version;
+            }
         }
         self.release_held();
         self.released = version;
@@ -1858,6 +1954,7 @@ impl<T, F> Drop for NodeDistributor<T, F> {
         // `back` and `sorted` are empty between calls.
         let mut gone = self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
+            + self.staged_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
             + self.held.len()
             + self.undeliverable.len();
