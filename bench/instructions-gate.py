@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The instruction-count gate: reads the output of the `instructions` benchmark
-(`cargo bench -p flowline-bench --bench instructions`) on stdin and compares every count
+(`cargo bench -p flowline-bench --bench instructions --bench peers`) on stdin and compares every count
 with bench/instructions-baseline.txt.
 
-    cargo bench -p flowline-bench --bench instructions | python3 bench/instructions-gate.py
+    cargo bench -p flowline-bench --bench instructions --bench peers | python3 bench/instructions-gate.py
     ... | python3 bench/instructions-gate.py --update    # rewrite the baseline
 
 Fails (exit 1) when a count grows more than 3% over its baseline, when a benchmark has no
@@ -23,7 +23,7 @@ BASELINE = os.path.join(HERE, "instructions-baseline.txt")
 
 # A benchmark's name; with several cases (`#[bench::w4(...)]`) each is `name_case`, the
 # single case `n` is just `name`.
-ID = re.compile(r"^instructions::\w+::(\w+)(?: (\w+):)?")
+ID = re.compile(r"^(?:instructions|peers)::\w+::(\w+)(?: (\w+):)?")
 INSTR = re.compile(r"^\s+Instructions:\s+([0-9]+)")
 
 

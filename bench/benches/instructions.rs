@@ -7,10 +7,13 @@
 //!
 //! Rings hold 1024 slots of `u64` (non-zero for the niche ring) and start half full, so a
 //! push or a pop never finds the ring full or empty; peers (rtrb 0.4, crossbeam's
-//! `ArrayQueue`) run the same shapes where they have them.
+//! `ArrayQueue`) run the same shapes in `benches/peers.rs`, a binary of their own (so
+//! that a change to flowline's code cannot move how the compiler splits and inlines
+//! theirs).
 //!
-//! Run: `cargo bench -p flowline-bench --bench instructions` (needs valgrind and
-//! `iai-callgrind-runner` of the same version as the `iai-callgrind` dependency).
+//! Run: `cargo bench -p flowline-bench --bench instructions --bench peers` (needs
+//! valgrind and `iai-callgrind-runner` of the same version as the `iai-callgrind`
+//! dependency).
 
 use std::hint::black_box;
 use std::num::NonZeroU64;
@@ -28,9 +31,9 @@ use iai_callgrind::{
     library_benchmark, library_benchmark_group, main, Callgrind, EntryPoint, LibraryBenchmarkConfig,
 };
 
-/// Operations (items, bursts' items, packets) per benchmark.
-const N: usize = 4096;
-const RING: usize = 1024;
+#[macro_use]
+mod shapes;
+use shapes::{N, RING};
 
 // ---- rings --------------------------------------------------------------------------------
 
@@ -39,7 +42,6 @@ type SpscWait = (spsc::Producer<u64, Wait>, spsc::Consumer<u64, Wait>);
 type MpscPlain = (mpsc::Producer<u64, NoWait>, mpsc::Consumer<u64, NoWait>);
 type MpscWait = (mpsc::Producer<u64, Wait>, mpsc::Consumer<u64, Wait>);
 type Niche = (niche::Producer<NonZeroU64>, niche::Consumer<NonZeroU64>);
-type Rtrb = (rtrb::Producer<u64>, rtrb::Consumer<u64>);
 
 fn spsc_plain() -> SpscPlain {
     let (mut tx, rx) = spsc::channel::<u64>(RING).unwrap();
@@ -81,42 +83,6 @@ fn niche_ring() -> Niche {
     (tx, rx)
 }
 
-fn rtrb_ring() -> Rtrb {
-    let (mut tx, rx) = rtrb::RingBuffer::<u64>::new(RING);
-    for i in 0..RING as u64 / 2 {
-        tx.push(i).unwrap();
-    }
-    (tx, rx)
-}
-
-fn array_queue() -> crossbeam_queue::ArrayQueue<u64> {
-    let q = crossbeam_queue::ArrayQueue::new(RING);
-    for i in 0..RING as u64 / 2 {
-        q.push(i).unwrap();
-    }
-    q
-}
-
-/// Pushes then pops one item, `N` times, through two closures over the same ring ends.
-macro_rules! single {
-    ($name:ident, $setup:ident: $ends:ty, |$tx:ident, $v:ident| $push:expr, |$rx:ident| $pop:expr) => {
-        #[library_benchmark]
-        #[bench::n(setup = $setup)]
-        fn $name(ends: $ends) -> u64 {
-            #[allow(unused_mut)]
-            let (mut $tx, mut $rx) = ends;
-            let mut sum = 0u64;
-            for i in 0..N as u64 {
-                let $v = black_box(i | 1);
-                $push;
-                sum = sum.wrapping_add($pop);
-            }
-            black_box(($tx, $rx));
-            sum
-        }
-    };
-}
-
 single!(spsc_single, spsc_plain: SpscPlain, |tx, v| tx.push(v).unwrap(), |rx| rx
     .pop()
     .unwrap());
@@ -138,10 +104,6 @@ single!(mpsc_waitable_single_wait, mpsc_waitable: MpscWait, |tx, v| tx
 single!(niche_single, niche_ring: Niche, |tx, v| tx
     .push(NonZeroU64::new(v).unwrap())
     .unwrap(), |rx| rx.pop().unwrap().get());
-single!(rtrb_single, rtrb_ring: Rtrb, |tx, v| tx.push(v).unwrap(), |rx| rx
-    .pop()
-    .unwrap());
-
 /// Polls a future with a waker that does nothing until it is ready, as an executor would
 /// (it polls again at once when the future yields).
 fn ready<F: std::future::Future>(f: F) -> F::Output {
@@ -199,41 +161,6 @@ fn async_floor(ends: SpscPlain) -> u64 {
 
 single_async!(spsc_waitable_single_async, spsc_waitable: SpscWait);
 single_async!(mpsc_waitable_single_async, mpsc_waitable: MpscWait);
-
-#[library_benchmark]
-#[bench::n(setup = array_queue)]
-fn crossbeam_single(q: crossbeam_queue::ArrayQueue<u64>) -> u64 {
-    let mut sum = 0u64;
-    for i in 0..N as u64 {
-        q.push(black_box(i)).unwrap();
-        sum = sum.wrapping_add(q.pop().unwrap());
-    }
-    sum
-}
-
-/// Pushes then pops a burst of `$b`, `N / $b` times (`N` items).
-macro_rules! burst {
-    ($name:ident, $setup:ident: $ends:ty, $b:literal, $t:ty, $one:expr,
-     |$tx:ident, $src:ident| $push:expr, |$rx:ident, $dst:ident| $pop:expr) => {
-        #[library_benchmark]
-        #[bench::n(setup = $setup)]
-        fn $name(ends: $ends) -> usize {
-            #[allow(unused_mut)]
-            let (mut $tx, mut $rx) = ends;
-            let $src: [$t; $b] = [$one; $b];
-            let mut $dst: [$t; $b] = [$one; $b];
-            let mut moved = 0;
-            for _ in 0..N / $b {
-                let $src = black_box(&$src);
-                assert_eq!($push, $b);
-                assert_eq!($pop, $b);
-                moved += black_box(&$dst).len();
-            }
-            black_box(($tx, $rx));
-            moved
-        }
-    };
-}
 
 burst!(spsc_burst8, spsc_plain: SpscPlain, 8, u64, 1, |tx, s| tx.push_burst(s), |rx, d| rx
     .pop_burst(&mut d));
@@ -295,26 +222,6 @@ burst!(
     |tx, s| tx.push_burst(s),
     |rx, d| rx.pop_burst(&mut d)
 );
-burst!(
-    rtrb_burst32,
-    rtrb_ring: Rtrb,
-    32,
-    u64,
-    1,
-    |tx, s| tx
-        .write_chunk_uninit(32)
-        .unwrap()
-        .fill_from_iter(s.iter().copied()),
-    |rx, d| {
-        let c = rx.read_chunk(32).unwrap();
-        let (a, b) = c.as_slices();
-        d[..a.len()].copy_from_slice(a);
-        d[a.len()..].copy_from_slice(b);
-        c.commit_all();
-        32
-    }
-);
-
 /// Zero-copy chunks of 32: filled from an iterator, read in place.
 macro_rules! chunk {
     ($name:ident, $setup:ident: $ends:ty) => {
@@ -345,10 +252,10 @@ library_benchmark_group!(
     benchmarks =
         spsc_single, spsc_waitable_single, spsc_waitable_single_wait, spsc_waitable_single_async,
         mpsc_single, mpsc_waitable_single, mpsc_waitable_single_wait, mpsc_waitable_single_async,
-        async_floor, niche_single, rtrb_single, crossbeam_single,
+        async_floor, niche_single,
         spsc_burst8, spsc_burst32, spsc_waitable_burst32, spsc_waitable_burst32_wait, spsc_bulk32,
         mpsc_burst8, mpsc_burst32, mpsc_waitable_burst32, mpsc_bulk32,
-        niche_burst8, niche_burst32, rtrb_burst32, spsc_chunk32, mpsc_chunk32
+        niche_burst8, niche_burst32, spsc_chunk32, mpsc_chunk32
 );
 
 // ---- the distributor -----------------------------------------------------------------------
