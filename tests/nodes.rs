@@ -1327,3 +1327,55 @@ fn a_light_call_spreads_new_flows_over_the_workers() {
         .collect();
     assert!(got[0].abs_diff(got[1]) <= 1, "per worker: {got:?}");
 }
+
+/// Input staged for a bridge is held by the node: `held` counts it.
+#[test]
+fn held_counts_input_staged_for_a_bridge() {
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 32,
+        bridge: 64,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (_n1, _w1) = layout.pop().unwrap();
+    let (mut n0, _w0) = layout.pop().unwrap();
+    n0.set_batching(16, 16);
+    let (f0, f1) = flows_by_owner();
+    let mut input: Vec<Pkt> = (0..15).map(|i| pkt(f1, i)).collect();
+    input.push(pkt(f0, 0));
+    assert_eq!(n0.distribute(&mut input), Ok(16));
+    assert_eq!(n0.bridge_stats().sent, 0, "staged for node 1");
+    assert_eq!(
+        n0.held(),
+        16,
+        "1 at the local worker, 15 waiting for the bridge"
+    );
+}
+
+/// A hold of 0 publishes a bridge's batch at the end of the call that staged it, as a
+/// lane's.
+#[test]
+fn hold_zero_publishes_a_bridge_batch_at_the_end_of_the_call() {
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 32,
+        bridge: 64,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (_n1, _w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    n0.set_batching(16, 0);
+    let (f0, f1) = flows_by_owner();
+    let mut input: Vec<Pkt> = (0..15).map(|i| pkt(f1, i)).collect();
+    input.push(pkt(f0, 0));
+    assert_eq!(n0.distribute(&mut input), Ok(16));
+    let mut b = Vec::new();
+    assert_eq!(
+        w0[0].recv_burst(&mut b, 64),
+        Ok(1),
+        "the lane's batch went out"
+    );
+    assert_eq!(n0.bridge_stats().sent, 15, "and the bridge's");
+}

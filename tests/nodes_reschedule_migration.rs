@@ -300,3 +300,66 @@ fn reschedules_over_two_bridges_keep_their_order_after_their_flow_migrates() {
     }
     assert_eq!(seen, [1, 3], "g's reschedules in the order they were made");
 }
+
+/// Flow `f` migrates from node 0 to node 1; `g` and `h` are node 1's. Node 0 has input of
+/// `h` staged for node 1 when its worker reschedules p1 of `f` into `g` (r1): r1 goes out
+/// behind that input, and the handover must wait for both to reach node 1, or r3 (from
+/// p3 of `f`, held at node 1) runs first.
+#[test]
+fn a_reschedule_behind_staged_input_still_ends_the_handover_in_order() {
+    let f = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
+    let g = (0..)
+        .find(|&t| owner_of(t, 2) == 1 && bucket_of(t) != bucket_of(f))
+        .unwrap();
+    let h = (0..)
+        .find(|&t| owner_of(t, 2) == 1 && bucket_of(t) != bucket_of(f) && t != g)
+        .unwrap();
+    let cfg = NodesConfig {
+        nodes: 2,
+        workers_per_node: 1,
+        credit: 32,
+        bridge: 4,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    let (mut n1, mut w1) = layout.pop().unwrap();
+    let (mut n0, mut w0) = layout.pop().unwrap();
+    n1.set_batching(1, 0);
+    n0.set_batching(16, 16);
+    let mut b = Vec::new();
+    assert_eq!(n1.distribute(&mut vec![resched(f, 1, g)]), Ok(1));
+    n0.distribute(&mut Vec::new()).unwrap();
+    w0[0].recv_burst(&mut b, 8).unwrap();
+    let mut p1 = b.pop().expect("p1 at node 0's worker");
+    n0.migrate(bucket_of(f), 1).unwrap();
+    n1.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(n1.distribute(&mut vec![resched(f, 3, g)]), Ok(1)); // held at node 1
+                                                                   // A loaded call: 13 of h staged for node 1 (fewer than a batch), 3 of f back (its
+                                                                   // bucket is draining out of node 0).
+    let mut input: Vec<Pkt> = (0..13).map(|i| pkt(h, i)).collect();
+    input.extend((100..103).map(|i| pkt(f, i)));
+    assert_eq!(n0.distribute(&mut input), Ok(13));
+    assert_eq!(n0.bridge_stats().sent, 0, "staged");
+    p1.flow = g;
+    p1.then = u64::MAX;
+    w0[0].reschedule(p1).unwrap();
+    let (mut seen, mut out) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        n0.distribute(&mut Vec::new()).unwrap();
+        n1.distribute(&mut Vec::new()).unwrap();
+        work(&mut w1[0], g, &mut seen);
+        n1.collect(&mut out);
+    }
+    for _ in 0..20 {
+        n1.distribute(&mut Vec::new()).unwrap();
+        n0.distribute(&mut Vec::new()).unwrap();
+        work(&mut w0[0], g, &mut seen);
+        work(&mut w1[0], g, &mut seen);
+        n0.collect(&mut out);
+        n1.collect(&mut out);
+        if seen.len() >= 2 && !n0.migrating() {
+            break;
+        }
+    }
+    assert!(!n0.migrating(), "handover ended");
+    assert_eq!(seen, [1, 3], "g's reschedules in the order they were made");
+}

@@ -402,8 +402,8 @@ pub struct NodeDistributor<T, F> {
     /// New input for full (or dropped) bridges, going back to the caller at the end of
     /// the call (or by `give_back` if it panics). Never entered.
     back: Vec<T>,
-    /// Reschedules for dropped nodes: they had entered; counted as finished when handed
-    /// to a caller (or dropped with this node).
+    /// Reschedules and staged input for dropped nodes: they had entered; counted as
+    /// finished when handed to a caller (or dropped with this node).
     undeliverable: Vec<T>,
     tags: Vec<u64>,
     progress: Quiescence,
@@ -789,9 +789,10 @@ where
     ///
     /// Packets it cannot place stay in `pkts`, each group in order, so every flow's order
     /// holds on the retry: first those for the local workers (as
-    /// [`Distributor::distribute`] leaves them), then reschedules for a node that was
-    /// dropped, then those for each other node whose bridge was full, was dropped, or
-    /// still holds reschedules waiting for room (those go first).
+    /// [`Distributor::distribute`] leaves them), then packets for a node that was dropped
+    /// (reschedules, and input staged for it in earlier calls), then those for each other
+    /// node whose bridge was full, was dropped, or still holds reschedules waiting for
+    /// room (those go first).
     ///
     /// # Errors
     ///
@@ -978,10 +979,13 @@ where
             let since = self.staged_out_call[o];
             // Older packets left by a push that did not fit (no call noted) try again.
             let left_over = since == u64::MAX && n > fresh;
-            let due = all
-                || n as u64 >= batch
-                || left_over
-                || (since != u64::MAX && calls.wrapping_sub(since) >= hold);
+            // As for a lane: 0 for packets staged by this call.
+            let age = if since == u64::MAX {
+                0
+            } else {
+                calls.wrapping_sub(since)
+            };
+            let due = all || n as u64 >= batch || left_over || age >= hold;
             if !due {
                 if since == u64::MAX {
                     self.staged_out_call[o] = calls;
@@ -1260,6 +1264,7 @@ where
         self.dist.in_flight()
             + self.dist.exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
+            + self.staged_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
             + self.held.len()
             + self.undeliverable.len()
@@ -1862,10 +1867,14 @@ where
                     }
                     // Every reschedule the workers made from the bucket's packets has been
                     // read: queued for a bridge, sent, or placed here.
+                    // Reschedules waiting for room go out after the input staged for the
+                    // same node (which entered before they were read): both count.
                     let targets = (0..self.nodes)
                         .map(|o| match self.pending_out[o].len() as u64 {
                             0 => self.resched_end[o],
-                            waiting => self.pushed_to[o] + waiting,
+                            waiting => {
+                                self.pushed_to[o] + self.staged_out[o].len() as u64 + waiting
+                            }
                         })
                         .collect();
                     d.phase = Phase::Delivery(targets);
