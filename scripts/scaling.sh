@@ -12,9 +12,14 @@
 #       dist_1worker, counter_2writers, cell_2writers, wait_wake_latency (with its
 #       `park` floor: whether the wake-up is the host's there too)   (about 65 s)
 #     - DPDK's dist_perf, eventdev_perf (dsw, sw) and ring_perf on the same two CPUs
+#     - DPDK's burst distributor and event devices at the worker counts of scale_dist
+#       (1, 3, 7 and 14 workers beside the distributor's core, as far as the CPUs go),
+#       without work and with about 100 ns per packet (scale_dist_work's), on the first
+#       CPUs of the same order (dpdk_workers.txt; about 60 s)
 #     - dist_1worker once more after DPDK, to bracket it
 #     - up to 3 more rounds of spsc_r1024, spsc_pingpong and dist_1worker while under 430 s
-#   and writes sys.txt, scale.txt, pair.txt, dpdk.txt, pair2.txt, pair3.txt into $OUT
+#   and writes sys.txt, scale.txt, pair.txt, dpdk.txt, dpdk_workers.txt, pair2.txt,
+#   pair3.txt into $OUT
 #   (default /tmp/scaling-out). Expect 5 to 8 minutes in all.
 #
 # Threads are pinned through REPORT_CPUS: the first hardware thread of every core first,
@@ -89,6 +94,22 @@ run() {
 			timeout 60 ./dpdk/ring_perf $eal -- -r 3 -t 0.3; echo "ring rc $?"
 		} >"$O/dpdk.txt" 2>&1
 		echo "dpdk done $(($(date +%s) - s))s" | tee -a "$O/sys.txt"
+		# The same worker counts as scale_dist (threads 2, 4, 8, 15: the distributor and
+		# 1, 3, 7, 14 workers), on the first CPUs of REPORT_CPUS' order.
+		local w work cores
+		for w in 1 3 7 14; do
+			[ $((w + 1)) -le "$(nproc)" ] || continue
+			cores=$(echo "$REPORT_CPUS" | cut -d, -f1-$((w + 1)))
+			eal="--no-huge -m 256 --no-pci -l $cores --log-level=3"
+			for work in 0 100; do
+				timeout 20 ./dpdk/dist_perf $eal -- -r 3 -t 0.3 -w "$w" -W "$work"
+				echo "dist $w workers, work $work ns: rc $?"
+				timeout 30 ./dpdk/eventdev_perf $eal -d dpdk/lib/librte_event_dsw.so.23 \
+					-d dpdk/lib/librte_event_sw.so.23 -- -r 3 -t 0.3 -w "$w" -W "$work"
+				echo "evdev $w workers, work $work ns: rc $?"
+			done
+		done >"$O/dpdk_workers.txt" 2>&1
+		echo "dpdk workers done $(($(date +%s) - s))s" | tee -a "$O/sys.txt"
 	fi
 	timeout 45 ./report dist_1worker >"$O/pair2.txt" 2>&1
 	echo "pair2 rc $? $(($(date +%s) - s))s" | tee -a "$O/sys.txt"
