@@ -14,6 +14,10 @@
 //! RUSTFLAGS="--cfg flowline_lines" cargo run --release -p flowline-bench --example dist_lines
 //! ```
 //!
+//! With `--write`, the figures also go to `bench/dist-lines.txt`, which the report prints
+//! when it is built without the counting (the counts are deterministic: one thread, a
+//! fixed packet sequence). A change that moves them rewrites the file in the same commit.
+//!
 //! The instructions per packet of the distributor's side of the same loop are the
 //! instruction benchmarks `dist_lines_w{W}` (`cargo bench -p flowline-bench --bench
 //! instructions`).
@@ -22,7 +26,19 @@
 mod lines;
 
 fn main() {
-    for workers in [1, 2, 4, 8, 14] {
+    let write = match std::env::args().nth(1).as_deref() {
+        None => false,
+        Some("--write") => true,
+        Some(a) => {
+            eprintln!("dist_lines: unknown argument {a:?} (only --write)");
+            std::process::exit(2);
+        }
+    };
+    let mut file = String::from(
+        "# Line transfers per packet of the distributor (bench/examples/dist_lines.rs),\n\
+         # written by `dist_lines --write` under --cfg flowline_lines. Do not edit by hand.\n",
+    );
+    for workers in lines::WORKERS {
         let Some((stores, loads)) = lines::count(workers, 1 << 20) else {
             eprintln!(
                 "dist_lines: the counting is not compiled in; run with \
@@ -30,7 +46,18 @@ fn main() {
             );
             std::process::exit(2);
         };
-        println!("dist_lines_{workers}w_stores_per_pkt {stores:.4}");
-        println!("dist_lines_{workers}w_loads_per_pkt {loads:.4}");
+        for (what, v) in [("stores", stores), ("loads", loads)] {
+            let line = format!("dist_lines_{workers}w_{what}_per_pkt {v:.4}");
+            println!("{line}");
+            file.push_str(&line);
+            file.push('\n');
+        }
+    }
+    if write {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dist-lines.txt");
+        if let Err(e) = std::fs::write(path, file) {
+            eprintln!("dist_lines: {path}: {e}");
+            std::process::exit(1);
+        }
     }
 }

@@ -6,6 +6,25 @@
 
 use flowline::distributor::{self, Config};
 
+/// The worker counts of the `dist_lines` figures.
+pub const WORKERS: [usize; 5] = [1, 2, 4, 8, 14];
+
+/// The committed counts (`bench/dist-lines.txt`, written by `dist_lines --write`), as
+/// `(name, value)`; empty if the file cannot be read.
+#[allow(dead_code)]
+pub fn committed() -> Vec<(String, f64)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dist-lines.txt");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            Some((p.next()?.to_string(), p.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
 /// Index stores the distributor published and loads of the workers' indices that found
 /// them moved, per packet, over `packets` packets; `None` unless flowline was built with
 /// `--cfg flowline_lines`.
@@ -18,6 +37,8 @@ pub fn count(workers: usize, packets: usize) -> Option<(f64, f64)> {
         |p: &u64| *p,
     )
     .expect("a valid configuration");
+    // Nothing to count without the counting compiled in: no need to run the loop.
+    d.line_counts()?;
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut back = 0;
