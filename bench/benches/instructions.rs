@@ -280,15 +280,7 @@ fn dist_setup() -> (
     Vec<distributor::Worker<u64>>,
     Vec<u64>,
 ) {
-    let (d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 256,
-        },
-        (|p: &u64| *p) as Tag,
-    )
-    .unwrap();
-    (d, ws, packets())
+    dist_workers(2)
 }
 
 // Per packet: `distribute` of a burst of 32 to two workers, each worker's `recv_burst` and

@@ -231,16 +231,10 @@ const INSTRUCTION_OPS: f64 = 4096.0;
 /// The committed instruction counts (`bench/instructions-baseline.txt`, which the CI gate
 /// keeps within 3% of the code), by benchmark; empty if the file cannot be read.
 fn instruction_counts() -> Vec<(String, f64)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/instructions-baseline.txt");
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let mut p = l.split_whitespace();
-            Some((p.next()?.to_string(), p.next()?.parse().ok()?))
-        })
-        .collect()
+    crate::lines::read_counts(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/instructions-baseline.txt"
+    ))
 }
 
 pub struct Report {

@@ -9,11 +9,10 @@ use flowline::distributor::{self, Config};
 /// The worker counts of the `dist_lines` figures.
 pub const WORKERS: [usize; 5] = [1, 2, 4, 8, 14];
 
-/// The committed counts (`bench/dist-lines.txt`, written by `dist_lines --write`), as
-/// `(name, value)`; empty if the file cannot be read.
+/// The `name value` lines of a committed counts file (`#` lines are comments), e.g.
+/// `bench/dist-lines.txt` or `bench/instructions-baseline.txt`; empty if it cannot be read.
 #[allow(dead_code)]
-pub fn committed() -> Vec<(String, f64)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dist-lines.txt");
+pub fn read_counts(path: &str) -> Vec<(String, f64)> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -23,6 +22,12 @@ pub fn committed() -> Vec<(String, f64)> {
             Some((p.next()?.to_string(), p.next()?.parse().ok()?))
         })
         .collect()
+}
+
+/// The committed counts (`bench/dist-lines.txt`, written by `dist_lines --write`).
+#[allow(dead_code)]
+pub fn committed() -> Vec<(String, f64)> {
+    read_counts(concat!(env!("CARGO_MANIFEST_DIR"), "/dist-lines.txt"))
 }
 
 /// Index stores the distributor published and loads of the workers' indices that found
