@@ -109,7 +109,7 @@
 use core::fmt;
 use std::time::{Duration, Instant};
 
-use crate::sync::atomic::{fence, AtomicU32, Ordering};
+use crate::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
 use crate::sync::{Condvar, Mutex};
 
 /// How a blocking operation waits while it cannot go on.
@@ -369,10 +369,69 @@ fn can_sleep() -> bool {
     !NO_SLEEP.load(Ordering::Relaxed)
 }
 
+/// Loads a sleeper word after the caller's index store, keeping the compiler (only) from
+/// moving the load before the store: the publisher's half of the asymmetric barrier pair.
+/// `$asm` reads the word at an address formed from the pointer `$p` (x86_64); `$word` is
+/// the same word, for the other targets.
+macro_rules! load_after_publish {
+    ($asm:literal, $p:expr, $word:expr) => {{
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_pointer_width = "64",
+            not(loom),
+            not(miri)
+        ))]
+        {
+            // An `asm!` load: it may read memory (not `nomem`), so the compiler cannot move
+            // it before the index store, which it might read; it writes none (`readonly`),
+            // so the compiler keeps the ring end's fields in registers across it. A
+            // compiler fence would also make it reload them after every publication (~4
+            // instructions per single push). The CPU's store-load order is the heavy
+            // barrier's part (module docs).
+            let waiting: u32;
+            // SAFETY: the address is that of a live `AtomicU32` (each caller says why);
+            // the block reads that one aligned 4-byte word (an atomic load on x86_64),
+            // writes no memory and leaves the stack alone, as declared.
+            unsafe {
+                core::arch::asm!(
+                    $asm,
+                    p = in(reg) $p,
+                    w = out(reg) waiting,
+                    options(nostack, readonly, preserves_flags),
+                );
+            }
+            waiting
+        }
+        #[cfg(loom)]
+        {
+            // Under loom the word always carries the bit (`asymmetric_barriers` is false):
+            // `notify_slow` fences and loads it. A load here would add one more step to
+            // every publication of every model and change nothing it can see.
+            let _ = &$word;
+            PUBLISHERS_FENCE
+        }
+        #[cfg(not(any(
+            all(target_arch = "x86_64", target_pointer_width = "64", not(miri)),
+            loom
+        )))]
+        {
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
+            // Relaxed: the barrier pair orders this load after the index store and against
+            // the sleeper's announcement (module docs, and `notify_slow` where the pair is
+            // two fences); the wake itself synchronises via the mutex.
+            $word.load(Ordering::Relaxed)
+        }
+    }};
+}
+
 /// Threads sleeping until one direction of a ring makes progress (items to take, or
 /// room to fill), or until a distributor's workers hand something back (the slot a
 /// sleeping `flush` waits on), and the means to wake them.
+///
+/// `repr(C)` with the word first: [`WakingIndex`] addresses the word from the index before
+/// it.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Sleepers {
     /// Threads announced as sleeping, and async tasks registered to be woken, plus
     /// [`PUBLISHERS_FENCE`] where publishers must run a full fence before they trust the
@@ -381,6 +440,72 @@ pub(crate) struct Sleepers {
     waiting: AtomicU32,
     lock: Mutex<Wakers>,
     cv: Condvar,
+}
+
+/// A ring index and the sleepers that its stores wake, side by side on the index's line:
+/// the publisher's check after its store addresses the sleeper word from the index's own
+/// address (8 bytes on), so no second pointer stays live in the publisher's loop, and
+/// reads it from the line it has just written. The sleepers write the word only when they
+/// go to sleep or wake, so the line moves no more often than the index makes it move.
+/// Dereferences to the index.
+#[derive(Debug)]
+#[repr(C)]
+pub(crate) struct WakingIndex {
+    index: AtomicUsize,
+    sleepers: Sleepers,
+}
+
+// The sleeper word is the first field of `Sleepers` (`repr(C)`), which follows the index
+// with no padding where its alignment is at most the index's size: 8 bytes on, as the
+// `asm!` load in `WakingIndex::notify` takes it.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_pointer_width = "64",
+    not(loom),
+    not(miri)
+))]
+const _: () =
+    assert!(core::mem::size_of::<AtomicUsize>() == 8 && core::mem::align_of::<Sleepers>() <= 8);
+
+impl WakingIndex {
+    /// An index at `value` with no sleepers (call [`register`] first, as for
+    /// [`Sleepers::new`]).
+    pub(crate) fn new(value: usize) -> Self {
+        WakingIndex {
+            index: AtomicUsize::new(value),
+            sleepers: Sleepers::new(),
+        }
+    }
+
+    /// The sleepers that this index's publications wake.
+    #[inline(always)]
+    pub(crate) fn sleepers(&self) -> &Sleepers {
+        &self.sleepers
+    }
+
+    /// The publisher's check right after it stored the index: [`Sleepers::notify`], with
+    /// the word addressed from the index.
+    #[inline(always)]
+    pub(crate) fn notify(&self) {
+        let w = load_after_publish!(
+            "mov {w:e}, dword ptr [{p} + 8]",
+            // The word is 8 bytes past the index (the assertion above).
+            (self as *const Self).cast::<u8>(),
+            self.sleepers.waiting
+        );
+        if w != 0 {
+            self.sleepers.notify_slow(w);
+        }
+    }
+}
+
+impl core::ops::Deref for WakingIndex {
+    type Target = AtomicUsize;
+
+    #[inline(always)]
+    fn deref(&self) -> &AtomicUsize {
+        &self.index
+    }
 }
 
 /// The wakers of async tasks waiting on one direction (empty without the `async`
@@ -465,51 +590,11 @@ impl Sleepers {
     /// again.
     #[inline(always)]
     fn waiting_after_publish(&self) -> u32 {
-        #[cfg(all(
-            target_arch = "x86_64",
-            target_pointer_width = "64",
-            not(loom),
-            not(miri)
-        ))]
-        {
-            // An `asm!` load: it may read memory (not `nomem`), so the compiler cannot move
-            // it before the index store, which it might read; it writes none (`readonly`),
-            // so the compiler keeps the ring end's fields in registers across it. A
-            // compiler fence would also make it reload them after every publication (~4
-            // instructions per single push). The CPU's store-load order is the heavy
-            // barrier's part (module docs).
-            let waiting: u32;
-            // SAFETY: `p` points at a live `AtomicU32`; the block reads one aligned 4-byte
-            // word (an atomic load on x86_64), writes no memory and leaves the stack
-            // alone, as declared.
-            unsafe {
-                core::arch::asm!(
-                    "mov {w:e}, dword ptr [{p}]",
-                    p = in(reg) self.waiting.as_ptr(),
-                    w = out(reg) waiting,
-                    options(nostack, readonly, preserves_flags),
-                );
-            }
-            waiting
-        }
-        #[cfg(loom)]
-        {
-            // Under loom the word always carries the bit (`asymmetric_barriers` is false):
-            // `notify_slow` fences and loads it. A load here would add one more step to
-            // every publication of every model and change nothing it can see.
-            PUBLISHERS_FENCE
-        }
-        #[cfg(not(any(
-            all(target_arch = "x86_64", target_pointer_width = "64", not(miri)),
-            loom
-        )))]
-        {
-            core::sync::atomic::compiler_fence(Ordering::SeqCst);
-            // Relaxed: the barrier pair orders this load after the index store and against
-            // the sleeper's announcement (module docs, and `notify_slow` where the pair is
-            // two fences); the wake itself synchronises via the mutex.
-            self.waiting.load(Ordering::Relaxed)
-        }
+        load_after_publish!(
+            "mov {w:e}, dword ptr [{p}]",
+            self.waiting.as_ptr(),
+            self.waiting
+        )
     }
 
     #[cold]
@@ -1077,10 +1162,15 @@ impl Coop {
         self.left != 0
     }
 
-    /// Counts one completed operation against the budget.
+    /// Counts one completed operation against the budget: only after
+    /// [`has_left`](Self::has_left) or [`proceed`](Self::proceed) said so (then `left` is
+    /// not 0, and the count is one decrement).
     #[inline(always)]
     pub(crate) fn spend_one(&mut self) {
-        self.left = self.left.saturating_sub(1);
+        debug_assert_ne!(self.left, 0, "a completion counted against a spent budget");
+        // Wrapping, not saturating: never 0 here (above), and a stray completion would
+        // only postpone the next yield.
+        self.left = self.left.wrapping_sub(1);
     }
 
     /// At the start of a poll: `false` when the budget is spent (then refilled, and the
@@ -1220,6 +1310,40 @@ mod fence_bit_tests {
         assert_eq!(w & !PUBLISHERS_FENCE, 0);
         assert!(!s.has_sleepers());
         s.notify();
+    }
+
+    /// A waking index's sleeper word sits 8 bytes past the index on 64-bit targets (where
+    /// the publisher's `asm!` load addresses it so), and its check wakes a sleeper
+    /// announced there.
+    #[test]
+    fn a_waking_index_finds_its_sleeper_word() {
+        register();
+        let ix = WakingIndex::new(3);
+        assert_eq!(ix.load(Ordering::SeqCst), 3);
+        if cfg!(target_pointer_width = "64") {
+            let base = (&ix as *const WakingIndex).cast::<u8>();
+            let word = ix.sleepers().waiting.as_ptr().cast::<u8>().cast_const();
+            assert_eq!(word as usize - base as usize, 8);
+        }
+        let fence = ix.sleepers().waiting.load(Ordering::SeqCst);
+        let woken = Arc::new(AtomicBool::new(false));
+        std::thread::scope(|t| {
+            t.spawn(|| {
+                // As a sleeper would: announce, then wait on the condvar until woken.
+                let mut g = ix.sleepers().lock.lock().unwrap();
+                ix.sleepers().waiting.fetch_add(1, Ordering::SeqCst);
+                while ix.load(Ordering::SeqCst) == 3 {
+                    g = ix.sleepers().cv.wait(g).unwrap();
+                }
+                woken.store(true, Ordering::SeqCst);
+            });
+            while ix.sleepers().waiting.load(Ordering::SeqCst) == fence {
+                std::thread::yield_now();
+            }
+            ix.store(4, Ordering::SeqCst);
+            ix.notify();
+        });
+        assert!(woken.load(Ordering::SeqCst));
     }
 
     /// With the fence bit set (as without membarrier), a publication still wakes a

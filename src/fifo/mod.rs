@@ -85,7 +85,7 @@ macro_rules! async_waits {
 
         impl<T> Drop for PopFuture<'_, T> {
             fn drop(&mut self) {
-                self.consumer.shared.items.deregister(&mut self.key);
+                self.consumer.shared.items().deregister(&mut self.key);
             }
         }
 
@@ -136,7 +136,7 @@ macro_rules! async_waits {
                     cx,
                     |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
-                    |c| &c.shared.items,
+                    |c| c.shared.items(),
                     |c| &mut c.coop,
                 );
                 this.done = r.is_ready();
@@ -146,7 +146,7 @@ macro_rules! async_waits {
 
         impl<T> Drop for PopBurstFuture<'_, T> {
             fn drop(&mut self) {
-                self.consumer.shared.items.deregister(&mut self.key);
+                self.consumer.shared.items().deregister(&mut self.key);
             }
         }
 
@@ -186,17 +186,20 @@ macro_rules! async_waits {
                 cx: &mut core::task::Context<'_>,
             ) -> core::task::Poll<Self::Output> {
                 let this = self.get_mut();
-                if this.key.is_none()
-                    && this.producer.coop.has_left()
-                    && !this.producer.consumer_gone_now()
-                {
+                // The item is taken before the look at the consumer's flag: an atomic load
+                // would keep the compiler from knowing what the future holds.
+                if this.key.is_none() && this.producer.coop.has_left() {
                     if let Some(value) = this.value.take() {
-                        match this.producer.push(value) {
-                            Ok(()) => {
-                                this.producer.coop.spend_one();
-                                return core::task::Poll::Ready(Ok(()));
+                        if !this.producer.consumer_gone_now() {
+                            match this.producer.push(value) {
+                                Ok(()) => {
+                                    this.producer.coop.spend_one();
+                                    return core::task::Poll::Ready(Ok(()));
+                                }
+                                Err(value) => this.value = Some(value),
                             }
-                            Err(value) => this.value = Some(value),
+                        } else {
+                            this.value = Some(value);
                         }
                     }
                 }
@@ -222,7 +225,7 @@ macro_rules! async_waits {
                     cx,
                     |p| wait::poll_push(p, slot, Producer::push, Producer::is_abandoned),
                     Producer::has_room_or_closed,
-                    |p| &p.shared.room,
+                    |p| p.shared.room(),
                     |p| &mut p.coop,
                 );
                 match r {
@@ -241,7 +244,7 @@ macro_rules! async_waits {
 
         impl<T> Drop for PushFuture<'_, T> {
             fn drop(&mut self) {
-                self.producer.shared.room.deregister(&mut self.key);
+                self.producer.shared.room().deregister(&mut self.key);
             }
         }
 
@@ -308,7 +311,7 @@ macro_rules! async_waits {
                     cx,
                     |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
                     Consumer::has_items_or_closed,
-                    |c| &c.shared.items,
+                    |c| c.shared.items(),
                     |c| &mut c.coop,
                 )
             }
@@ -487,7 +490,7 @@ macro_rules! async_waits {
             /// ```
             pub fn into_inner(mut self) -> Consumer<T, Wait> {
                 let consumer = self.consumer.take().expect("present until into_inner");
-                consumer.shared.items.deregister(&mut self.key);
+                consumer.shared.items().deregister(&mut self.key);
                 consumer
             }
 
@@ -555,7 +558,7 @@ macro_rules! async_waits {
         impl<T> Drop for ItemStream<T> {
             fn drop(&mut self) {
                 if let Some(c) = self.consumer.as_mut() {
-                    c.shared.items.deregister(&mut self.key);
+                    c.shared.items().deregister(&mut self.key);
                 }
             }
         }

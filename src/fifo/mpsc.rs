@@ -410,6 +410,21 @@ struct Shared<T> {
     _owns: PhantomData<T>,
 }
 
+#[cfg(feature = "std")]
+impl<T> Shared<T> {
+    /// The consumer waiting for items (`pop_wait`, async pops).
+    #[inline(always)]
+    fn items(&self) -> &Sleepers {
+        &self.items
+    }
+
+    /// Producers waiting for room (`push_wait`, async pushes).
+    #[inline(always)]
+    fn room(&self) -> &Sleepers {
+        &self.room
+    }
+}
+
 // SAFETY: items move from producer threads to the consumer thread (`T: Send`); slots are
 // accessed by one party at a time, ordered by the reservation CAS, the run descriptor's
 // Release/Acquire stamp and the consumer's Release/Acquire head.

@@ -276,17 +276,13 @@ pub fn build<T, W: WaitMode>(
         wait::register();
     }
     let shared = Arc::new(Shared {
-        tail: CachePadded::new(AtomicUsize::new(start)),
-        head: CachePadded::new(AtomicUsize::new(start)),
+        tail: CachePadded::new(Index::new(start)),
+        head: CachePadded::new(Index::new(start)),
         producer_gone: AtomicBool::new(false),
         consumer_gone: AtomicBool::new(false),
         buf,
         slots,
         tracker: AccessTracker::new(slots),
-        #[cfg(feature = "std")]
-        items: CachePadded::new(Sleepers::new()),
-        #[cfg(feature = "std")]
-        room: CachePadded::new(Sleepers::new()),
         _owns: PhantomData,
     });
     let producer = Producer {
@@ -332,25 +328,41 @@ pub fn build<T, W: WaitMode>(
 /// The state both ends share. `tail` and `head` are each alone on a padded line; the rest
 /// is read only at creation, by `is_abandoned` and at drop.
 struct Shared<T> {
-    /// Index one past the last published item. Written by the producer only.
-    tail: CachePadded<AtomicUsize>,
-    /// Index of the next item to consume. Written by the consumer only.
-    head: CachePadded<AtomicUsize>,
+    /// Index one past the last published item. Written by the producer only. On its line
+    /// (with `std`): a consumer sleeping until items arrive (`pop_wait`), whose word is
+    /// written only when it goes to sleep or wakes and read after every publication of
+    /// `tail` by a waitable ring (never by a `channel` ring).
+    tail: CachePadded<Index>,
+    /// Index of the next item to consume. Written by the consumer only. On its line: a
+    /// producer sleeping until room appears (`push_wait`), likewise.
+    head: CachePadded<Index>,
     producer_gone: AtomicBool,
     consumer_gone: AtomicBool,
     buf: *mut MaybeUninit<T>,
     slots: usize,
     tracker: AccessTracker,
-    /// A consumer sleeping until items arrive (`pop_wait`), on its own line: written only
-    /// when it goes to sleep or wakes, read after every publication of `tail` by a
-    /// waitable ring (never by a `channel` ring).
-    #[cfg(feature = "std")]
-    items: CachePadded<Sleepers>,
-    /// A producer sleeping until room appears (`push_wait`): likewise, read after every
-    /// publication of `head` by a waitable ring.
-    #[cfg(feature = "std")]
-    room: CachePadded<Sleepers>,
     _owns: PhantomData<T>,
+}
+
+/// A ring index: with `std`, with the sleepers its stores wake on its line.
+#[cfg(feature = "std")]
+type Index = wait::WakingIndex;
+#[cfg(not(feature = "std"))]
+type Index = AtomicUsize;
+
+#[cfg(feature = "std")]
+impl<T> Shared<T> {
+    /// A consumer waiting for items (`pop_wait`, async pops).
+    #[inline(always)]
+    fn items(&self) -> &Sleepers {
+        self.tail.sleepers()
+    }
+
+    /// A producer waiting for room (`push_wait`, async pushes).
+    #[inline(always)]
+    fn room(&self) -> &Sleepers {
+        self.head.sleepers()
+    }
 }
 
 // SAFETY: the shared state only hands `T` values from the producer's thread to the
@@ -541,7 +553,7 @@ impl<T, W: WaitMode> Producer<T, W> {
         self.shared.tail.store(self.tail, Ordering::Release);
         #[cfg(feature = "std")]
         if W::WAITS {
-            self.shared.items.notify();
+            self.shared.tail.notify();
         }
     }
 
@@ -857,7 +869,7 @@ impl<T> Producer<T, Wait> {
             timeout,
             |p| wait::poll_push(p, &mut slot, Producer::push, Producer::is_abandoned),
             Producer::has_room_or_closed,
-            |p| &p.shared.room,
+            |p| p.shared.room(),
         );
         match (r, slot) {
             (Ok(()), _) => Ok(()),
@@ -897,7 +909,7 @@ impl<T> Producer<T, Wait> {
             Producer::is_abandoned,
             |p| p.push_burst(items),
             Producer::has_room_or_closed,
-            |p| &p.shared.room,
+            |p| p.shared.room(),
         )
     }
 
@@ -935,7 +947,7 @@ fn producer_gone<T, W: WaitMode>(shared: HandleArc<Shared<T>>) {
     // A consumer sleeping in `pop_wait` learns that nothing more will come.
     #[cfg(feature = "std")]
     if W::WAITS {
-        shared.items.notify();
+        shared.tail.notify();
     }
 }
 
@@ -1292,7 +1304,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.shared.head.store(self.head, Ordering::Release);
         #[cfg(feature = "std")]
         if W::WAITS {
-            self.shared.room.notify();
+            self.shared.head.notify();
         }
     }
 
@@ -1747,7 +1759,7 @@ impl<T> Consumer<T, Wait> {
             timeout,
             |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
             Consumer::has_items_or_closed,
-            |c| &c.shared.items,
+            |c| c.shared.items(),
         )
     }
 
@@ -1801,7 +1813,7 @@ impl<T> Consumer<T, Wait> {
             timeout,
             |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
-            |c| &c.shared.items,
+            |c| c.shared.items(),
         )
     }
 
@@ -1832,7 +1844,7 @@ impl<T> Consumer<T, Wait> {
             timeout,
             |c| wait::poll_items(c, Consumer::refresh, Consumer::is_abandoned),
             Consumer::has_items_or_closed,
-            |c| &c.shared.items,
+            |c| c.shared.items(),
         )
     }
 
@@ -1871,7 +1883,7 @@ fn consumer_gone<T, W: WaitMode>(shared: HandleArc<Shared<T>>, head: usize, rele
     // the slots released just above are free).
     #[cfg(feature = "std")]
     if W::WAITS {
-        shared.room.notify();
+        shared.head.notify();
     }
 }
 
