@@ -31,6 +31,9 @@
 //! layout's first number of items (pushed and popped one at a time), and the harness's
 //! burst buffers start that layout's second number of items past a 128-byte boundary. `--reps 8` runs each layout once. `REPORT_LAYOUT=a,o` fixes one
 //! layout for every repetition (`REPORT_LAYOUT=0,0`: fresh rings, line-aligned buffers).
+//! The burst scenarios of flowline's and rtrb's chunks copy as the compiler likes
+//! (`memcpy`); `REPORT_COPY=items` makes both copy one 8-byte item at a time (volatile
+//! accesses, which the compiler cannot merge).
 
 use std::collections::VecDeque;
 use std::hint::spin_loop;
@@ -156,6 +159,7 @@ where
 /// `LargeReads`, which pauses reads of 32 `u64`s and not those of 8).
 pub fn flowline(n: u64, burst: usize, mode: PolitePolling) -> f64 {
     let (mut tx, mut rx) = flowline_ring(mode);
+    let items = itemwise();
     if burst == 1 {
         measure(
             n,
@@ -179,8 +183,8 @@ pub fn flowline(n: u64, burst: usize, mode: PolitePolling) -> f64 {
                 let k = chunk.len();
                 let (s1, s2) = chunk.as_mut_slices();
                 let (b1, b2) = b[..k].split_at(s1.len());
-                copy_uninit(s1, b1);
-                copy_uninit(s2, b2);
+                copy_uninit(s1, b1, items);
+                copy_uninit(s2, b2, items);
                 // SAFETY: all k slots of the chunk were written just above.
                 unsafe { chunk.commit(k) };
                 k
@@ -189,8 +193,8 @@ pub fn flowline(n: u64, burst: usize, mode: PolitePolling) -> f64 {
                 let chunk = rx.read_chunk(out.len());
                 let k = chunk.len();
                 let (s1, s2) = chunk.as_slices();
-                out[..s1.len()].copy_from_slice(s1);
-                out[s1.len()..k].copy_from_slice(s2);
+                copy_out(&mut out[..s1.len()], s1, items);
+                copy_out(&mut out[s1.len()..k], s2, items);
                 chunk.commit_all();
                 k
             },
@@ -530,6 +534,7 @@ pub fn raw(n: u64) -> f64 {
 
 fn rtrb(n: u64, burst: usize) -> f64 {
     let (mut tx, mut rx) = rtrb_ring();
+    let items = itemwise();
     if burst == 1 {
         return measure(
             n,
@@ -557,8 +562,8 @@ fn rtrb(n: u64, burst: usize) -> f64 {
             let (s1, s2) = chunk.as_mut_slices();
             let k = s1.len() + s2.len();
             let (b1, b2) = b[..k].split_at(s1.len());
-            copy_uninit(s1, b1);
-            copy_uninit(s2, b2);
+            copy_uninit(s1, b1, items);
+            copy_uninit(s2, b2, items);
             // SAFETY: all k slots of the chunk were written just above.
             unsafe { chunk.commit_all() };
             k
@@ -570,8 +575,8 @@ fn rtrb(n: u64, burst: usize) -> f64 {
                 Err(rtrb::chunks::ChunkError::TooFewSlots(k)) => rx.read_chunk(k).unwrap(),
             };
             let (s1, s2) = chunk.as_slices();
-            out[..s1.len()].copy_from_slice(s1);
-            out[s1.len()..s1.len() + s2.len()].copy_from_slice(s2);
+            copy_out(&mut out[..s1.len()], s1, items);
+            copy_out(&mut out[s1.len()..s1.len() + s2.len()], s2, items);
             let k = chunk.len();
             chunk.commit_all();
             k
@@ -579,9 +584,46 @@ fn rtrb(n: u64, burst: usize) -> f64 {
     )
 }
 
-fn copy_uninit(dst: &mut [MaybeUninit<u64>], src: &[u64]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        d.write(*s);
+/// Whether the chunk scenarios copy one item at a time (`REPORT_COPY=items`) rather than
+/// as the compiler likes (`memcpy`, the default; `REPORT_COPY=memcpy`). Exits with a
+/// message on another value.
+fn itemwise() -> bool {
+    match std::env::var("REPORT_COPY").as_deref() {
+        Err(_) | Ok("memcpy") => false,
+        Ok("items") => true,
+        Ok(v) => {
+            eprintln!("REPORT_COPY={v}: expected `memcpy` or `items`");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Fills chunk slots from `src`: as the compiler likes, or one volatile 8-byte store per
+/// item.
+#[inline(always)]
+fn copy_uninit(dst: &mut [MaybeUninit<u64>], src: &[u64], items: bool) {
+    if items {
+        for (d, s) in dst.iter_mut().zip(src) {
+            // SAFETY: `d` is a valid, aligned slot of the chunk.
+            unsafe { std::ptr::write_volatile(d.as_mut_ptr(), *s) };
+        }
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            d.write(*s);
+        }
+    }
+}
+
+/// Copies items out of a read chunk: `memcpy`, or one volatile load and store per item.
+#[inline(always)]
+fn copy_out(dst: &mut [u64], src: &[u64], items: bool) {
+    if items {
+        for (d, s) in dst.iter_mut().zip(src) {
+            // SAFETY: both are valid, aligned `u64`s.
+            unsafe { std::ptr::write_volatile(d, std::ptr::read_volatile(s)) };
+        }
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 
