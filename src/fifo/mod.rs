@@ -15,9 +15,7 @@
 //! many items as fit; bulk operations all or nothing; chunks hand out slots to fill or read
 //! in place.
 
-use alloc::vec::Vec;
 use core::fmt;
-use core::ptr;
 
 /// The async forms of a waitable ring's waits (feature `async`), the same for both rings:
 /// expanded inside `spsc` and `mpsc`, where `Consumer`, `Producer`, their `pop`, `push`,
@@ -600,6 +598,7 @@ macro_rules! async_waits {
 pub mod mpsc;
 pub mod niche;
 mod polite;
+mod raw;
 pub mod spsc;
 
 mod sealed {
@@ -663,122 +662,6 @@ pub enum Wait {}
 #[cfg(feature = "std")]
 impl WaitMode for Wait {
     const WAITS: bool = true;
-}
-
-/// Alignment of the index rings' slot buffers: a cache line as crossbeam-utils'
-/// `CachePadded` counts it (128 bytes on x86_64: the pair of lines the adjacent-line
-/// prefetcher moves together). A burst of a line's worth of items then fills whole lines:
-/// the producer's next burst never writes the line the consumer is reading the last one
-/// from. A buffer from `Vec` starts where the allocator likes: for a 1024-slot `u64`
-/// ring here (glibc), 48 bytes into a line, so every burst of 8 straddled two lines.
-const SLOT_ALIGN: usize = core::mem::align_of::<crossbeam_utils::CachePadded<u8>>();
-
-/// The layout of a slot buffer of `slots` `T`s, or `None` if it overflows `isize`.
-fn slot_layout<T>(slots: usize) -> Option<core::alloc::Layout> {
-    core::alloc::Layout::array::<T>(slots)
-        .ok()?
-        .align_to(SLOT_ALIGN)
-        .ok()
-}
-
-/// Allocates `slots` uninitialised slots of `T`, starting on a cache-line boundary
-/// ([`SLOT_ALIGN`]); `None` if the allocator refuses or the size overflows `isize`. A
-/// zero-sized `T` allocates nothing. Freed by [`free_slots`] with the same `slots`.
-pub(crate) fn alloc_slots<T>(slots: usize) -> Option<*mut core::mem::MaybeUninit<T>> {
-    let layout = slot_layout::<T>(slots)?;
-    if layout.size() == 0 {
-        return Some(ptr::NonNull::dangling().as_ptr());
-    }
-    // SAFETY: the layout has a non-zero size (checked just above).
-    let p = unsafe { alloc::alloc::alloc(layout) };
-    (!p.is_null()).then_some(p.cast())
-}
-
-/// Frees a slot buffer (not the items in it).
-///
-/// # Safety
-///
-/// `buf` came from [`alloc_slots`]`::<T>(slots)` with this `slots` and is not used again.
-pub(crate) unsafe fn free_slots<T>(buf: *mut core::mem::MaybeUninit<T>, slots: usize) {
-    let layout = slot_layout::<T>(slots).expect("alloc_slots made this layout");
-    if layout.size() != 0 {
-        // SAFETY: allocated by `alloc_slots` with this very layout (guaranteed by the
-        // caller), and freed once.
-        unsafe { alloc::alloc::dealloc(buf.cast(), layout) };
-    }
-}
-
-/// Drops the items of two runs of slots in place, the first run first.
-///
-/// Panic-safe the way the rings need it: if one item's `Drop` panics, the other items of
-/// its run are still dropped (as `drop_in_place` on a slice does) and so is the second
-/// run, so no item is left half-consumed. The caller counts all of them as consumed
-/// *before* calling (a guard that publishes the index on unwind), so none is ever read or
-/// dropped again.
-///
-/// # Safety
-///
-/// Both runs are in bounds, disjoint, hold initialised items, and are never read or
-/// dropped again after this call (also when it unwinds).
-pub(crate) unsafe fn drop_runs<T>(first: *mut [T], second: *mut [T]) {
-    /// Drops its run when it goes out of scope: at the end, or while unwinding.
-    struct DropRun<T>(*mut [T]);
-    impl<T> Drop for DropRun<T> {
-        fn drop(&mut self) {
-            // SAFETY: guaranteed by `drop_runs`'s caller; this guard runs once.
-            unsafe { ptr::drop_in_place(self.0) };
-        }
-    }
-    let _second = DropRun(second);
-    // SAFETY: guaranteed by the caller.
-    unsafe { ptr::drop_in_place(first) };
-}
-
-/// Moves the items of two runs of slots (`(start, len)`, the first run first) onto the end
-/// of `out` as bytes; `out` owns them afterwards. Room is reserved first, so a panic or
-/// abort there (capacity overflow, allocation failure) comes before anything is moved.
-///
-/// # Safety
-///
-/// Both runs are in bounds, hold initialised items and are disjoint from `out`'s buffer;
-/// the caller counts them as consumed right after, with nothing in between that can
-/// unwind, so the ring never reads or drops them again.
-pub(crate) unsafe fn append_runs<T>(
-    out: &mut Vec<T>,
-    first: (*const T, usize),
-    second: (*const T, usize),
-) {
-    out.reserve(first.1 + second.1);
-    let len = out.len();
-    // SAFETY: the runs are initialised, in bounds and disjoint from `out`'s buffer (the
-    // caller's contract), which has room for both (`reserve`); `set_len` makes `out` own
-    // exactly the items just copied.
-    unsafe {
-        let dst = out.as_mut_ptr().add(len);
-        copy_items(first.0, dst, first.1);
-        copy_items(second.0, dst.add(first.1), second.1);
-        out.set_len(len + first.1 + second.1);
-    }
-}
-
-/// Copies `n` items from `src` to `dst`, as `ptr::copy_nonoverlapping`, but with no call
-/// to `memcpy` for the two lengths a polling or latency-bound caller copies most: none (a
-/// burst that found the ring empty or full, or the empty second run of a burst that does
-/// not wrap) and one (a burst of one). A call costs a few nanoseconds on every empty poll
-/// and every single-item hand-off; a constant length of one compiles to one move.
-///
-/// # Safety
-///
-/// As `ptr::copy_nonoverlapping::<T>(src, dst, n)`.
-#[inline(always)]
-pub(crate) unsafe fn copy_items<T>(src: *const T, dst: *mut T, n: usize) {
-    match n {
-        0 => {}
-        // SAFETY: the caller's contract, for one item.
-        1 => unsafe { ptr::copy_nonoverlapping(src, dst, 1) },
-        // SAFETY: the caller's contract.
-        _ => unsafe { ptr::copy_nonoverlapping(src, dst, n) },
-    }
 }
 
 /// A ring capacity that cannot be honoured.
@@ -850,56 +733,6 @@ impl fmt::Display for CapacityError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for CapacityError {}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// `copy_items` copies exactly `n` items for the lengths it special-cases (0 and 1)
-    /// and for longer runs, and touches nothing past them.
-    #[test]
-    fn copy_items_copies_exactly_n() {
-        for n in 0..6 {
-            let src: [u32; 6] = [1, 2, 3, 4, 5, 6];
-            let mut dst = [0u32; 6];
-            // SAFETY: `n <= 6` items of two distinct arrays of 6.
-            unsafe { copy_items(src.as_ptr(), dst.as_mut_ptr(), n) };
-            assert_eq!(&dst[..n], &src[..n]);
-            assert!(dst[n..].iter().all(|&x| x == 0), "n = {n}");
-        }
-    }
-
-    /// Slot buffers start on a cache line for small, odd-sized and over-aligned items,
-    /// and a zero-sized item allocates nothing; each is freed with its layout (Miri checks
-    /// the pairing and leaks).
-    #[test]
-    fn alloc_slots_start_on_a_cache_line() {
-        fn check<T>(slots: usize) {
-            let buf = alloc_slots::<T>(slots).expect("a small allocation");
-            if core::mem::size_of::<T>() != 0 {
-                assert_eq!(
-                    buf as usize % SLOT_ALIGN,
-                    0,
-                    "{}",
-                    core::any::type_name::<T>()
-                );
-            }
-            // SAFETY: from `alloc_slots` with the same `slots`, not used again.
-            unsafe { free_slots(buf, slots) };
-        }
-        #[repr(align(256))]
-        struct Big(#[allow(dead_code)] u8);
-        check::<u8>(1);
-        check::<u64>(1024);
-        check::<[u8; 24]>(8);
-        check::<Big>(4);
-        check::<()>(16);
-        assert!(
-            alloc_slots::<u64>(usize::MAX / 4).is_none(),
-            "overflows isize: refused"
-        );
-    }
-}
 
 /// The ends move to their threads with their items and are never shared between threads
 /// (the MPSC producer is `Clone` and `Sync` instead): checked at compile time, so that a

@@ -129,6 +129,7 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
+use super::raw;
 #[cfg(feature = "std")]
 use super::Wait;
 use super::{CapacityError, NoWait, WaitMode};
@@ -299,7 +300,7 @@ fn build_with<T, W: WaitMode>(
             .saturating_add(desc_slots.saturating_mul(core::mem::size_of::<Run>())),
     };
     let runs = cleared_runs(desc_slots).ok_or_else(alloc_failed)?;
-    let buf = super::alloc_slots::<T>(slots).ok_or_else(alloc_failed)?;
+    let buf = raw::alloc_slots::<T>(slots).ok_or_else(alloc_failed)?;
     // Before the sleepers are made: they read whether the barriers are asymmetric.
     #[cfg(feature = "std")]
     if W::WAITS {
@@ -519,7 +520,7 @@ impl<T> Shared<T> {
             .write_each(n, |k| self.pos(from.wrapping_add(k as u64)));
         let (a, b) = self.runs_of(from, n);
         // SAFETY: guaranteed by the caller; `runs_of` gives disjoint in-bounds runs.
-        unsafe { super::drop_runs(a, b) };
+        unsafe { raw::drop_runs(a, b) };
     }
 }
 
@@ -531,7 +532,7 @@ impl<T> Drop for Shared<T> {
             fn drop(&mut self) {
                 // SAFETY: `buf` came from `alloc_slots` of `slots` elements in `build`
                 // and is freed only here.
-                unsafe { super::free_slots(self.0, self.1) };
+                unsafe { raw::free_slots(self.0, self.1) };
             }
         }
         let _free = FreeBuf(self.buf, self.slots);
@@ -1022,8 +1023,8 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
         let (ia, ib) = items.split_at(a.len());
         // SAFETY: MaybeUninit<T> has T's layout; disjoint buffers of equal lengths.
         unsafe {
-            super::copy_items(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
-            super::copy_items(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
+            raw::copy_items(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
+            raw::copy_items(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
         }
     }
 
@@ -1393,7 +1394,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
             // and disjoint from `out`'s buffer; `append_runs` reserves before it moves
             // anything, and the caller passes them right after (nothing in between
             // unwinds), so each is read once.
-            unsafe { super::append_runs(out, (a.0, a.1), (b.0, b.1)) }
+            unsafe { raw::append_runs(out, (a.0, a.1), (b.0, b.1)) }
         })
     }
 
@@ -1421,8 +1422,8 @@ impl<T, W: WaitMode> Consumer<T, W> {
             // (`T: Copy`: reading them leaves nothing to drop), disjoint from `out`, whose
             // range was bounds-checked just above.
             unsafe {
-                super::copy_items(a.0, dst.as_mut_ptr(), a.1);
-                super::copy_items(b.0, dst.as_mut_ptr().add(a.1), b.1);
+                raw::copy_items(a.0, dst.as_mut_ptr(), a.1);
+                raw::copy_items(b.0, dst.as_mut_ptr().add(a.1), b.1);
             }
         })
     }
@@ -2007,7 +2008,7 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
             // SAFETY: the k slots from `head` hold published items lent to this chunk (two
             // disjoint in-bounds runs); `_release` passes them after the drops, also on
             // unwind, so each is dropped exactly once and reused only after.
-            unsafe { super::drop_runs(a, b) };
+            unsafe { raw::drop_runs(a, b) };
         }
     }
 
@@ -2064,7 +2065,7 @@ mod tests {
     #[test]
     fn the_slot_buffer_starts_on_a_cache_line() {
         let (tx, rx) = channel::<u64>(1000).unwrap();
-        assert_eq!(tx.shared.buf as usize % super::super::SLOT_ALIGN, 0);
+        assert_eq!(tx.shared.buf as usize % crate::fifo::raw::SLOT_ALIGN, 0);
         assert_eq!(tx.shared.buf, rx.shared.buf);
     }
 

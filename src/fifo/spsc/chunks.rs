@@ -1,0 +1,325 @@
+//! Zero-copy chunks of the SPSC ring: slots reserved to fill in place ([`WriteChunk`])
+//! or published items to read in place ([`ReadChunk`]), as in rtrb's chunk API, each made
+//! visible to the other end with one index store at its commit.
+
+use super::*;
+
+/// Slots reserved by [`Producer::write_chunk`], filled in place and published by `commit`.
+///
+/// Dropping a chunk without committing publishes nothing; values written into its slots
+/// are then *not* dropped (as with any `MaybeUninit`), and the slots are reused by the next
+/// write. For `T` with a destructor, commit what you wrote or use
+/// [`fill_from_iter`](WriteChunk::fill_from_iter).
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+/// let n = tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter());
+/// assert_eq!((n, rx.pop()), (2, Some(5)));
+/// ```
+pub struct WriteChunk<'a, T, W: WaitMode = NoWait> {
+    pub(super) producer: &'a mut Producer<T, W>,
+    pub(super) len: usize,
+}
+
+impl<T, W: WaitMode> WriteChunk<'_, T, W> {
+    /// Slots reserved (at most the `n` asked for).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// assert_eq!(tx.write_chunk(5).len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no slot was reserved (the ring was full).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(1).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert!(tx.write_chunk(1).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The reserved slots as (at most) two runs, in ring order: the second is non-empty only
+    /// when the reservation wraps around the end of the buffer.
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// let mut c = tx.write_chunk(4);
+    /// let (a, b) = c.as_mut_slices();
+    /// assert_eq!(a.len() + b.len(), 4);
+    /// ```
+    pub fn as_mut_slices(&mut self) -> (&mut [MaybeUninit<T>], &mut [MaybeUninit<T>]) {
+        let p = &*self.producer;
+        let start = p.tail;
+        p.shared
+            .tracker
+            .write_each(self.len, |k| start.wrapping_add(k) & p.mask);
+        let (first, second) = runs(start, self.len, p.mask);
+        // SAFETY: the `len` slots from `tail` are free (`free_for` checked them against the
+        // consumer's released index) and owned by this producer until published; the two
+        // runs are disjoint, in bounds, and borrowed mutably through `&mut self`.
+        unsafe {
+            (
+                core::slice::from_raw_parts_mut(p.slot(start), first),
+                core::slice::from_raw_parts_mut(p.buf, second),
+            )
+        }
+    }
+
+    pub(super) fn copy_from(&mut self, items: &[T])
+    where
+        T: Copy,
+    {
+        debug_assert_eq!(items.len(), self.len);
+        let (a, b) = self.as_mut_slices();
+        let (ia, ib) = items.split_at(a.len());
+        // SAFETY: `MaybeUninit<T>` has the layout of `T`; source and destination do not
+        // overlap (the items are the caller's, the slots the ring's) and have equal lengths.
+        unsafe {
+            raw::copy_items(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
+            raw::copy_items(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
+        }
+    }
+
+    /// Publishes the first `k` reserved slots to the consumer with one index store.
+    ///
+    /// # Safety
+    ///
+    /// The first `k` slots of the chunk (in ring order: the first run, then the second) must
+    /// have been initialised through [`as_mut_slices`](WriteChunk::as_mut_slices).
+    ///
+    /// # Panics
+    ///
+    /// If `k > self.len()`.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// let mut c = tx.write_chunk(2);
+    /// c.as_mut_slices().0[0].write(7);
+    /// // SAFETY: slot 0 was written just above.
+    /// unsafe { c.commit(1) };
+    /// assert_eq!(rx.pop(), Some(7));
+    /// assert_eq!(rx.pop(), None);
+    /// ```
+    pub unsafe fn commit(self, k: usize) {
+        assert!(
+            k <= self.len,
+            "WriteChunk::commit({k}) but only {} slots were reserved",
+            self.len
+        );
+        self.producer.publish(k);
+    }
+
+    /// Moves items from `iter` into the reserved slots, in order, until either runs out;
+    /// publishes them and returns how many. The iterator is not advanced past the last item
+    /// stored. If `iter.next()` panics, the items moved in before it are published (the
+    /// consumer gets them; none is leaked or dropped twice).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<String>(4).unwrap();
+    /// let n = tx.write_chunk(3).fill_from_iter(&mut ["x".to_string()].into_iter());
+    /// assert_eq!(n, 1);
+    /// assert_eq!(rx.pop().as_deref(), Some("x"));
+    /// ```
+    pub fn fill_from_iter<I: Iterator<Item = T>>(self, iter: &mut I) -> usize {
+        /// Publishes the items moved in so far when it goes out of scope: at the end, or
+        /// if `iter.next()` panics (they are then consumed normally, never leaked).
+        struct Publish<'a, T, W: WaitMode> {
+            producer: &'a mut Producer<T, W>,
+            n: usize,
+        }
+        impl<T, W: WaitMode> Drop for Publish<'_, T, W> {
+            fn drop(&mut self) {
+                self.producer.publish(self.n);
+            }
+        }
+        let len = self.len;
+        let mut g = Publish {
+            producer: self.producer,
+            n: 0,
+        };
+        while g.n < len {
+            let Some(v) = iter.next() else { break };
+            let p = &*g.producer;
+            let index = p.tail.wrapping_add(g.n);
+            p.shared.tracker.write(index & p.mask);
+            // SAFETY: the slot is among the reserved free slots (n < len); it is counted
+            // right after the write, so the guard publishes only initialised slots.
+            unsafe { (*p.slot(index)).write(v) };
+            g.n += 1;
+        }
+        g.n
+    }
+}
+
+impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteChunk")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// Published items lent in place by [`Consumer::read_chunk`], released by `commit`.
+///
+/// Dropping a chunk without committing releases nothing: the items stay in the ring, and
+/// the next read sees them again.
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+/// tx.push_burst(&[1, 2]);
+/// let c = rx.read_chunk(4);
+/// assert_eq!(c.len(), 2);
+/// c.commit(1);
+/// assert_eq!(rx.pop(), Some(2));
+/// ```
+pub struct ReadChunk<'a, T, W: WaitMode = NoWait> {
+    pub(super) consumer: &'a mut Consumer<T, W>,
+    pub(super) len: usize,
+}
+
+impl<T, W: WaitMode> ReadChunk<'_, T, W> {
+    /// Items lent (at most the `n` asked for).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert_eq!(rx.read_chunk(3).len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no item was available.
+    ///
+    /// ```
+    /// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// assert!(rx.read_chunk(3).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn raw_runs(&self) -> (*mut T, usize, *mut T, usize) {
+        let c = &*self.consumer;
+        c.shared
+            .tracker
+            .read_each(self.len, |k| c.head.wrapping_add(k) & c.mask);
+        let (first, second) = runs(c.head, self.len, c.mask);
+        (c.slot(c.head).cast::<T>(), first, c.buf.cast::<T>(), second)
+    }
+
+    /// The lent items as (at most) two runs in ring order.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// rx.pop();
+    /// tx.push(3).unwrap(); // wraps
+    /// let c = rx.read_chunk(2);
+    /// assert_eq!(c.as_slices(), (&[2][..], &[3][..]));
+    /// ```
+    pub fn as_slices(&self) -> (&[T], &[T]) {
+        let (a, an, b, bn) = self.raw_runs();
+        // SAFETY: the `len` slots from `head` hold published, initialised items (Acquire in
+        // `available_for`) that the producer will not touch until they are released; the
+        // runs are disjoint and in bounds, borrowed for the chunk's lifetime.
+        unsafe {
+            (
+                core::slice::from_raw_parts(a, an),
+                core::slice::from_raw_parts(b, bn),
+            )
+        }
+    }
+
+    /// The lent items as mutable runs, to modify packets in place before releasing them
+    /// (or before dropping the chunk, which leaves them in the ring, modified).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(2).unwrap();
+    /// tx.push(1).unwrap();
+    /// rx.read_chunk(1).as_mut_slices().0[0] = 9;
+    /// assert_eq!(rx.pop(), Some(9));
+    /// ```
+    pub fn as_mut_slices(&mut self) -> (&mut [T], &mut [T]) {
+        let (a, an, b, bn) = self.raw_runs();
+        // SAFETY: as in `as_slices`, and `&mut self` makes the borrow exclusive.
+        unsafe {
+            (
+                core::slice::from_raw_parts_mut(a, an),
+                core::slice::from_raw_parts_mut(b, bn),
+            )
+        }
+    }
+
+    /// Drops the first `k` lent items in place and releases their slots to the producer with
+    /// one index store.
+    ///
+    /// # Panics
+    ///
+    /// If `k > self.len()`.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2, 3]);
+    /// rx.read_chunk(3).commit(2);
+    /// assert_eq!(rx.pop(), Some(3));
+    /// ```
+    pub fn commit(self, k: usize) {
+        assert!(
+            k <= self.len,
+            "ReadChunk::commit({k}) but only {} items were lent",
+            self.len
+        );
+        let c = self.consumer;
+        if !core::mem::needs_drop::<T>() {
+            c.release(k);
+            return;
+        }
+        /// Releases the items when it goes out of scope: after their destructors ran, or
+        /// while unwinding from one that panicked. Either way every one of the `k` items
+        /// counts as consumed and is never read or dropped again.
+        struct Release<'a, T, W: WaitMode> {
+            consumer: &'a mut Consumer<T, W>,
+            n: usize,
+        }
+        impl<T, W: WaitMode> Drop for Release<'_, T, W> {
+            fn drop(&mut self) {
+                self.consumer.release(self.n);
+            }
+        }
+        c.shared
+            .tracker
+            .write_each(k, |i| c.head.wrapping_add(i) & c.mask);
+        let (first, second) = runs(c.head, k, c.mask);
+        let a = ptr::slice_from_raw_parts_mut(c.slot(c.head).cast::<T>(), first);
+        let b = ptr::slice_from_raw_parts_mut(c.buf.cast::<T>(), second);
+        // `_release` publishes the k items as consumed after the drops, also on unwind.
+        let _release = Release { consumer: c, n: k };
+        // SAFETY: `a`, `b`: the k published items lent to this chunk, dropped exactly once.
+        unsafe { raw::drop_runs(a, b) };
+    }
+
+    /// Drops all lent items and releases their slots.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// rx.read_chunk(4).commit_all();
+    /// assert!(rx.is_empty());
+    /// ```
+    pub fn commit_all(self) {
+        let n = self.len;
+        self.commit(n);
+    }
+}
+
+impl<T, W: WaitMode> fmt::Debug for ReadChunk<'_, T, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadChunk").field("len", &self.len).finish()
+    }
+}
