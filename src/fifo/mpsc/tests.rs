@@ -1,0 +1,326 @@
+// The crate may be `no_std`; the tests use the standard library's prelude.
+use super::*;
+#[allow(unused_imports)]
+use std::{borrow::ToOwned, boxed::Box, format, string::String, string::ToString, vec, vec::Vec};
+
+/// The ring's slot buffer comes from `alloc_slots` (aligned to a cache line: see its
+/// test in `fifo`), and both ends see the same one.
+#[test]
+fn the_slot_buffer_starts_on_a_cache_line() {
+    let (tx, rx) = channel::<u64>(1000).unwrap();
+    assert_eq!(tx.shared.buf as usize % crate::fifo::raw::SLOT_ALIGN, 0);
+    assert_eq!(tx.shared.buf, rx.shared.buf);
+}
+
+/// Lazy release must not weaken the wrap protection: once the producers can see a
+/// `head`, every descriptor stamp behind it is cleared (a producer may publish there
+/// again, and a stamp from before must never match). Checked after every operation of
+/// a mix of single pops (released in groups of 3), bursts, chunks and empty chunks, on
+/// rings started at 0 and just below the wrap. Fails if `release` publishes `head`
+/// before it clears the runs taken since the last publication.
+#[test]
+fn no_stamp_behind_the_published_head_survives_lazy_release() {
+    fn check<W: WaitMode>(rx: &Consumer<u32, W>) {
+        let sh = &*rx.shared;
+        let head = sh.head.load(Ordering::Relaxed);
+        for (d, r) in sh.runs.iter().enumerate() {
+            let stamp = r.stamp.load(Ordering::Relaxed);
+            if stamp == CLEARED {
+                continue;
+            }
+            let index = ((stamp - 1) << sh.desc_shift) | d as u64;
+            assert!(
+                index.wrapping_sub(head) < 1 << 63,
+                "descriptor {d}: a run at {index} is still stamped behind head {head}"
+            );
+        }
+    }
+    for start in [0, u64::MAX - 20] {
+        let (mut tx, mut rx) = with_release_batch::<u32>(16, start, 3).unwrap();
+        let mut next = 0u32;
+        let mut expect = 0u32;
+        for round in 0..40u32 {
+            for _ in 0..(round % 5) {
+                if tx.push(next).is_ok() {
+                    next += 1;
+                }
+            }
+            if round % 7 == 3 {
+                drop(tx.write_chunk(2)); // published empty
+            }
+            let k = tx.push_burst(&[next, next + 1, next + 2][..(round % 4) as usize]);
+            next += k as u32;
+            check(&rx);
+            for _ in 0..(round % 6) {
+                match rx.pop() {
+                    Some(v) => {
+                        assert_eq!(v, expect);
+                        expect += 1;
+                    }
+                    None => break,
+                }
+                check(&rx);
+            }
+            if round % 3 == 0 {
+                let mut out = [0u32; 2];
+                let n = rx.pop_burst(&mut out);
+                assert_eq!(
+                    &out[..n],
+                    &(expect..expect + n as u32).collect::<Vec<_>>()[..]
+                );
+                expect += n as u32;
+                check(&rx);
+            }
+            if round % 4 == 1 {
+                if let Some(&v) = rx.peek() {
+                    assert_eq!(v, expect);
+                }
+                check(&rx);
+                // A read chunk of up to 3, of which the first (at most 2) are taken.
+                let chunk = rx.read_chunk(3);
+                let (a, b) = chunk.as_slices();
+                let seen: Vec<u32> = a.iter().chain(b).copied().collect();
+                assert_eq!(
+                    seen,
+                    (expect..expect + seen.len() as u32).collect::<Vec<_>>()
+                );
+                let k = seen.len().min(2);
+                chunk.commit(k);
+                expect += k as u32;
+                check(&rx);
+            }
+        }
+        while let Some(v) = rx.pop() {
+            assert_eq!(v, expect);
+            expect += 1;
+            check(&rx);
+        }
+        assert_eq!(expect, next);
+    }
+}
+
+/// Reads that take nothing store nothing (assign-unless-equal on the head line): bursts,
+/// bulk pops, chunk commits and releases on an empty ring, and a second release in a
+/// row; a burst that takes items stores once.
+#[test]
+fn empty_reads_and_releases_store_nothing() {
+    let (mut tx, mut rx) = channel::<u32>(8).unwrap();
+    assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
+    let mut out = [0; 8];
+    assert_eq!(rx.pop_burst(&mut out), 3);
+    let stores = rx.stores;
+    assert!(stores >= 1);
+    assert_eq!(rx.pop_burst(&mut out), 0);
+    assert!(!rx.pop_bulk(&mut out[..1]));
+    rx.read_chunk(4).commit_all();
+    assert_eq!(rx.pop_burst_into(&mut Vec::new(), 4), 0);
+    assert!(!rx.pop_bulk_into(&mut Vec::new(), 2));
+    rx.release_pending();
+    rx.release_pending();
+    assert_eq!(rx.pop(), None);
+    assert_eq!(
+        rx.stores, stores,
+        "the consumer rewrote head on an empty ring"
+    );
+    assert_eq!(tx.push_burst(&[4]), 1);
+    assert_eq!(rx.pop_burst(&mut out), 1);
+    assert_eq!(rx.stores, stores + 1);
+}
+
+/// A bulk pop or a read chunk that comes up short, with nothing more published,
+/// releases what single pops left pending: a consumer looping on `pop_bulk_into(slots)`
+/// after one `pop` would otherwise wait forever on a producer that waits for that slot
+/// (found by review; fails without the releases in `available` / `ready_contiguous`).
+#[test]
+fn short_bulk_pops_and_read_chunks_leave_nothing_pending() {
+    for bulk in [true, false] {
+        let (mut tx, mut rx) = channel::<u32>(16).unwrap();
+        assert_eq!(rx.release_batch, 2);
+        assert_eq!(tx.push_burst(&[1; 16]), 16);
+        assert_eq!(rx.pop(), Some(1));
+        assert!(tx.push(2).is_err(), "the popped slot is still pending");
+        if bulk {
+            let mut v = Vec::new();
+            assert!(!rx.pop_bulk_into(&mut v, 16));
+        } else {
+            // Not committed: the chunk releases nothing itself.
+            assert_eq!(rx.read_chunk(16).len(), 15);
+        }
+        assert_eq!(
+            tx.push(2),
+            Ok(()),
+            "bulk = {bulk}: the pending slot was not released"
+        );
+    }
+}
+
+/// Single pops publish `head` once per group, at once when they find nothing more, and
+/// on `release_pending`; the consumer counts its consumed slots as free at once.
+#[test]
+fn single_pops_release_in_groups() {
+    let (mut tx, mut rx) = channel::<u32>(1024).unwrap();
+    assert_eq!(rx.release_batch, 128);
+    assert_eq!(tx.push_burst(&[7; 1024]), 1024);
+    for _ in 0..127 {
+        assert_eq!(rx.pop(), Some(7));
+    }
+    assert_eq!((tx.len(), rx.len()), (1024, 897));
+    assert!(tx.push(1).is_err(), "127 pending slots were released early");
+    assert_eq!(rx.pop(), Some(7)); // the 128th: a group
+    assert_eq!(tx.len(), 896);
+    assert_eq!(rx.pop(), Some(7));
+    rx.release_pending();
+    assert_eq!(tx.len(), 895);
+    let mut popped = 0;
+    while rx.len() > 1 {
+        rx.pop().unwrap();
+        popped += 1;
+    }
+    // 894 pops since the last release: released in 6 groups, 126 still pending.
+    assert_eq!((popped, tx.len()), (894, 1 + 894 % 128));
+    assert_eq!(rx.pop(), Some(7));
+    assert_eq!(rx.pop(), None); // found nothing: everything is released
+    assert_eq!(tx.len(), 0);
+}
+
+#[test]
+fn held_reservation_blocks_consumer_not_producers() {
+    let (mut a, mut rx) = channel::<u32>(16).unwrap();
+    let mut b = a.clone();
+    let mut c = a.clone();
+    a.push(0).unwrap();
+    let mut held = a.write_chunk(2); // reserves indices 1..3
+                                     // Two other producers push around the held reservation; neither waits.
+    assert!(b.push_bulk(&[10, 11]));
+    assert_eq!(c.push(20), Ok(()));
+    // The consumer drains everything before the held slot, then stops.
+    assert_eq!(rx.pop(), Some(0));
+    assert_eq!(rx.pop(), None);
+    let (s, _) = held.as_mut_slices();
+    s[0].write(1);
+    s[1].write(2);
+    // SAFETY: both reserved slots written above.
+    unsafe { held.commit(2) };
+    let mut v = Vec::new();
+    rx.pop_burst_into(&mut v, 16);
+    assert_eq!(v, [1, 2, 10, 11, 20]);
+}
+
+#[test]
+fn dropped_and_partial_chunks_leave_skippable_holes() {
+    let (mut tx, mut rx) = channel::<u32>(8).unwrap();
+    drop(tx.write_chunk(3)); // published empty
+    let mut c = tx.write_chunk(3);
+    c.as_mut_slices().0[0].write(5);
+    // SAFETY: slot 0 written.
+    unsafe { c.commit(1) };
+    tx.push(6).unwrap();
+    assert_eq!(rx.len(), 7);
+    let mut out = [0u32; 8];
+    assert_eq!(rx.pop_burst(&mut out), 2);
+    assert_eq!(&out[..2], &[5, 6]);
+    assert_eq!(rx.len(), 0);
+    // The ring is fully reusable after the holes.
+    assert!(tx.push_bulk(&[1; 8]));
+}
+
+#[test]
+fn consumer_dropped_after_skipping_a_hole() {
+    let (mut tx, mut rx) = channel::<Box<u8>>(4).unwrap();
+    let mut c = tx.write_chunk(3);
+    c.as_mut_slices().0[0].write(Box::new(1));
+    // SAFETY: slot 0 written.
+    unsafe { c.commit(1) };
+    assert_eq!(rx.pop().as_deref(), Some(&1));
+    assert_eq!(rx.pop(), None); // skips the 2 empty slots
+    tx.push(Box::new(2)).unwrap();
+    drop(rx);
+    drop(tx); // drops the one leftover exactly once (Miri checks leaks and double frees)
+}
+
+#[test]
+fn full_and_wrap_with_capacity_1_and_2() {
+    for cap in [1usize, 2] {
+        let (mut tx, mut rx) = channel::<u64>(cap).unwrap();
+        for round in 0..6u64 {
+            for i in 0..cap as u64 {
+                tx.push(round * 10 + i).unwrap();
+            }
+            assert_eq!(tx.push(99), Err(99));
+            assert!(tx.write_chunk(1).is_empty());
+            for i in 0..cap as u64 {
+                assert_eq!(rx.peek(), Some(&(round * 10 + i)));
+                assert_eq!(rx.pop(), Some(round * 10 + i));
+            }
+            assert_eq!(rx.pop(), None);
+        }
+    }
+}
+
+#[test]
+fn capacity_errors() {
+    assert_eq!(channel::<u8>(0).unwrap_err(), CapacityError::Zero);
+    assert!(matches!(
+        channel::<()>((1 << 31) + 1),
+        Err(CapacityError::TooLarge { max, .. }) if max == 1 << 31
+    ));
+}
+
+#[test]
+fn leftovers_dropped_exactly_once_including_partly_consumed_run() {
+    use std::rc::Rc;
+    let probe = Rc::new(());
+    {
+        let (mut tx, mut rx) = channel::<Rc<()>>(8).unwrap();
+        let mut tx2 = tx.clone();
+        assert!(tx
+            .push_bulk_iter((0..3).map(|_| Rc::clone(&probe)).collect::<Vec<_>>())
+            .is_ok());
+        tx2.push(Rc::clone(&probe)).unwrap();
+        drop(tx.write_chunk(2)); // an empty run in between
+        tx2.push(Rc::clone(&probe)).unwrap();
+        assert_eq!(Rc::strong_count(&probe), 6);
+        drop(rx.pop()); // the consumer stops inside the first run
+        assert_eq!(Rc::strong_count(&probe), 5);
+        drop(rx);
+        assert!(tx.is_abandoned());
+        drop((tx, tx2));
+    }
+    assert_eq!(Rc::strong_count(&probe), 1, "every leftover dropped once");
+}
+
+#[test]
+fn producers_in_threads_keep_per_producer_order() {
+    let n: u32 = if cfg!(miri) { 100 } else { 100_000 };
+    let (tx, mut rx) = channel::<(u32, u32)>(64).unwrap();
+    let ts: Vec<_> = (0..3u32)
+        .map(|p| {
+            let mut tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while i < n {
+                    let batch: Vec<(u32, u32)> =
+                        (i..(i + 1 + i % 5).min(n)).map(|x| (p, x)).collect();
+                    i += tx.push_burst(&batch) as u32;
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut next = [0u32; 3];
+    let mut buf = [(0, 0); 16];
+    loop {
+        let k = rx.pop_burst(&mut buf);
+        for &(p, x) in &buf[..k] {
+            assert_eq!(x, next[p as usize]);
+            next[p as usize] += 1;
+        }
+        if k == 0 && rx.is_abandoned() && rx.is_empty() {
+            break;
+        }
+    }
+    for t in ts {
+        t.join().unwrap();
+    }
+    assert_eq!(next, [n; 3]);
+}

@@ -1,0 +1,292 @@
+//! Blocking waits of a waitable MPSC ring (`std`): producers wait for room, the consumer
+//! for items, each by its [`WaitStrategy`] (see [`crate::wait`] for the protocol).
+
+use super::*;
+
+/// Blocking operations (see [`crate::wait`]): they wait by this handle's [`WaitStrategy`]
+/// (a clone starts with its original's).
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+impl<T> Producer<T, Wait> {
+    /// Sets how [`push_wait`](Self::push_wait) waits (default: [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::wait::WaitStrategy;
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// tx.set_wait_strategy(WaitStrategy::Spin);
+    /// assert_eq!(tx.clone().wait_strategy(), WaitStrategy::Spin);
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How [`push_wait`](Self::push_wait) waits.
+    ///
+    /// ```
+    /// let (tx, _rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// assert_eq!(tx.wait_strategy(), flowline::wait::WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    /// Appends `value`, waiting up to `timeout` for room (`Duration::MAX`: no deadline).
+    /// Costs what [`push`](Self::push) costs when there is room.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] if the consumer is gone (checked first),
+    /// [`WaitError::Timeout`] if the ring stayed full; the item comes back in the error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(1).unwrap();
+    /// tx.push_wait(1, Duration::from_secs(30)).unwrap(); // room: returns at once
+    /// let mut tx2 = tx.clone();
+    /// // The ring is full: this waits until the pop below makes room.
+    /// let t = std::thread::spawn(move || tx2.push_wait(2, Duration::from_secs(30)));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(1));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(2));
+    /// t.join().unwrap().unwrap();
+    /// ```
+    #[inline]
+    pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
+        // The fast path is `push` and one load of a line nobody writes until the drop.
+        if self.consumer_gone_now() {
+            return Err(PushWaitError {
+                error: WaitError::Disconnected,
+                value,
+            });
+        }
+        match self.push(value) {
+            Ok(()) => Ok(()),
+            Err(value) => self.push_wait_slow(value, timeout),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn push_wait_slow(
+        &mut self,
+        value: T,
+        timeout: Duration,
+    ) -> Result<(), PushWaitError<T>> {
+        let mut slot = Some(value);
+        let r = wait::wait_after_miss(
+            self,
+            self.strategy,
+            timeout,
+            |p| wait::poll_push(p, &mut slot, Producer::push, Producer::is_abandoned),
+            Producer::has_room_or_closed,
+            |p| &p.shared.room,
+        );
+        match (r, slot) {
+            (Ok(()), _) => Ok(()),
+            (Err(error), Some(value)) => Err(PushWaitError { error, value }),
+            (Err(_), None) => unreachable!("the item is kept until it is pushed"),
+        }
+    }
+
+    /// Burst with a wait: waits up to `timeout` until a slot is free, then reserves and
+    /// copies as many items from the front of `items` as fit (one CAS) and returns how
+    /// many (0 only for an empty `items`).
+    ///
+    /// # Errors
+    ///
+    /// As [`push_wait`](Self::push_wait); nothing was pushed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// assert_eq!(tx.push_burst_wait(&[1, 2, 3, 4, 5], Duration::from_secs(1)), Ok(4));
+    /// ```
+    #[inline]
+    pub fn push_burst_wait(&mut self, items: &[T], timeout: Duration) -> Result<usize, WaitError>
+    where
+        T: Copy,
+    {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        wait::push_burst_or_wait(
+            self,
+            |p| p.strategy,
+            timeout,
+            Producer::consumer_gone_now,
+            Producer::is_abandoned,
+            |p| p.push_burst(items),
+            Producer::has_room_or_closed,
+            |p| &p.shared.room,
+        )
+    }
+
+    /// The sleeper's re-check: a slot is free, or the consumer is gone.
+    pub(super) fn has_room_or_closed(&self) -> bool {
+        // Acquire (gone): pairs with the consumer's Release in its Drop. Relaxed (tail): an
+        // estimate; a wrong answer costs a poll, not a wake-up, as the poll that follows
+        // reserves with a CAS. Acquire (head): as in `reserve`.
+        self.shared.cold.consumer_gone.load(Ordering::Acquire)
+            || self
+                .shared
+                .tail
+                .load(Ordering::Relaxed)
+                .wrapping_sub(self.shared.head.load(Ordering::Acquire))
+                < self.shared.slots as u64
+    }
+}
+
+/// Blocking operations (see [`crate::wait`]): they wait by this end's [`WaitStrategy`].
+#[cfg(feature = "std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "std")))]
+impl<T> Consumer<T, Wait> {
+    /// Sets how the blocking pops wait (default: [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::wait::WaitStrategy;
+    /// let (_tx, mut rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// rx.set_wait_strategy(WaitStrategy::Spin);
+    /// assert_eq!(rx.wait_strategy(), WaitStrategy::Spin);
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How the blocking pops wait.
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// assert_eq!(rx.wait_strategy(), flowline::wait::WaitStrategy::default());
+    /// ```
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+
+    /// Takes the oldest published item, waiting up to `timeout` for one
+    /// (`Duration::MAX`: no deadline). Costs what [`pop`](Self::pop) costs when one is
+    /// there.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] once every producer is gone and nothing is left;
+    /// [`WaitError::Timeout`] if nothing came in time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(4).unwrap();
+    /// std::thread::spawn(move || tx.push(7).unwrap());
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(7));
+    /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Err(flowline::wait::WaitError::Disconnected));
+    /// ```
+    #[inline]
+    pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
+        match self.pop() {
+            Some(v) => Ok(v),
+            None => self.pop_wait_slow(timeout),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn pop_wait_slow(&mut self, timeout: Duration) -> Result<T, WaitError> {
+        wait::wait_after_miss(
+            self,
+            self.strategy,
+            timeout,
+            |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// Burst with a wait: waits up to `timeout` until an item is published, then moves up
+    /// to `max` published items onto `out` and returns how many (0 only for `max == 0`).
+    ///
+    /// # Errors
+    ///
+    /// As [`pop_wait`](Self::pop_wait); `out` is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u32>(8).unwrap();
+    /// tx.push_burst(&[1, 2]);
+    /// let mut v = Vec::new();
+    /// assert_eq!(rx.pop_burst_wait(&mut v, 8, Duration::from_secs(1)), Ok(2));
+    /// ```
+    #[inline]
+    pub fn pop_burst_wait(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        if max == 0 {
+            return Ok(0);
+        }
+        // The fast path is `pop_burst_into`; the wait (and its copy of the strategy) only
+        // after it found nothing, out of line.
+        match self.pop_burst_into(out, max) {
+            0 => self.pop_burst_wait_slow(out, max, timeout),
+            n => Ok(n),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn pop_burst_wait_slow(
+        &mut self,
+        out: &mut Vec<T>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        wait::wait_after_miss(
+            self,
+            self.strategy,
+            timeout,
+            |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// Waits until at least one item is ready, without taking it; returns how many this
+    /// end can take now (in order, up to the first reservation not yet published). For a
+    /// thread that consumes through other calls (chunks, several rings) and only needs to
+    /// sleep until there is work.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Timeout`] if `timeout` passed first; [`WaitError::Disconnected`] if
+    /// every producer is gone and nothing is left.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::wait::WaitError;
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::waitable::<u8>(4).unwrap();
+    /// assert_eq!(rx.wait_for_items(Duration::from_millis(1)), Err(WaitError::Timeout));
+    /// tx.push_burst(&[1, 2]);
+    /// assert_eq!(rx.wait_for_items(Duration::from_secs(1)), Ok(2));
+    /// assert_eq!(rx.pop(), Some(1));
+    /// drop(tx);
+    /// assert_eq!(rx.pop(), Some(2));
+    /// assert_eq!(rx.wait_for_items(Duration::from_secs(1)), Err(WaitError::Disconnected));
+    /// ```
+    pub fn wait_for_items(&mut self, timeout: Duration) -> Result<usize, WaitError> {
+        wait::wait_loop(
+            self,
+            self.strategy,
+            timeout,
+            // Counting all ready runs costs one descriptor read while nothing is ready.
+            |c| wait::poll_items(c, |c| c.available(usize::MAX), Consumer::is_abandoned),
+            Consumer::has_items_or_closed,
+            |c| &c.shared.items,
+        )
+    }
+
+    /// The sleeper's re-check: items left in the current run, a run published after it,
+    /// or every producer gone.
+    pub(super) fn has_items_or_closed(&self) -> bool {
+        self.head != self.valid_end
+            || self.shared.run_at(self.run_end).is_some()
+            || self.is_abandoned()
+    }
+}
