@@ -1,10 +1,14 @@
 //! The raw slot buffers of the rings: allocation on a cache-line boundary, freeing, and
 //! the moves, copies and drops of the (at most two) contiguous runs of slots that a ring
-//! operation covers. Every ring's buffer `unsafe` that is not about its own protocol
+//! operation covers; for the niche ring, its array of zeroed atomic slot words. Every ring's buffer `unsafe` that is not about its own protocol
 //! lives here, behind contracts that the rings' index protocols satisfy.
 
+#[cfg(loom)]
+use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::ptr;
+use core::ptr::{self, NonNull};
+
+use crate::sync::atomic::AtomicPtr;
 
 /// Alignment of the index rings' slot buffers: a cache line as crossbeam-utils'
 /// `CachePadded` counts it (128 bytes on x86_64: the pair of lines the adjacent-line
@@ -120,6 +124,99 @@ pub(crate) unsafe fn copy_items<T>(src: *const T, dst: *mut T, n: usize) {
         // SAFETY: the caller's contract.
         _ => unsafe { ptr::copy_nonoverlapping(src, dst, n) },
     }
+}
+
+#[cfg(not(loom))]
+static_assertions::const_assert!(SLOT_ALIGN % core::mem::size_of::<AtomicPtr<()>>() == 0);
+
+/// The niche ring's slot array: zeroed (null: empty) atomic words, the first on a line
+/// boundary ([`SLOT_ALIGN`]: 16 slots on x86_64; where `CachePadded` is smaller than the
+/// hardware line, as on 32-bit ARM, the first line may be shared with other data: slower,
+/// not wrong).
+///
+/// Allocated with `alloc_zeroed` at the word's own alignment, which the system allocator
+/// serves with `calloc` (fresh pages of a large ring are mapped zero pages, not touched
+/// until used; an over-aligned `alloc_zeroed` would be `malloc` plus a `memset` of every
+/// byte), with one line of slack to start on a line boundary.
+pub(super) struct SlotArray {
+    /// The first slot.
+    pub(super) first: NonNull<AtomicPtr<()>>,
+    /// The allocation, freed in `Drop`.
+    #[cfg(not(loom))]
+    alloc: (NonNull<u8>, core::alloc::Layout),
+    /// Under loom the atomics are loom's models, which must be constructed.
+    #[cfg(loom)]
+    _boxed: Box<[AtomicPtr<()>]>,
+}
+
+impl SlotArray {
+    /// `slots` empty slots, or `None` if the allocator refuses.
+    #[cfg(not(loom))]
+    pub(super) fn new(slots: usize) -> Option<Self> {
+        let word = core::mem::size_of::<AtomicPtr<()>>();
+        let layout =
+            core::alloc::Layout::array::<AtomicPtr<()>>(slots.checked_add(SLOT_ALIGN / word)?)
+                .ok()?;
+        // SAFETY: the layout's size is not zero (at least a line of slack).
+        let base = NonNull::new(unsafe { alloc::alloc::alloc_zeroed(layout) })?;
+        // A multiple of the word size below SLOT_ALIGN (the base is word-aligned); an
+        // implementation that cannot say gives usize::MAX, and then the slots start
+        // unaligned (slower, not wrong).
+        let offset = match base.as_ptr().align_offset(SLOT_ALIGN) {
+            o if o < SLOT_ALIGN => o,
+            _ => 0,
+        };
+        // SAFETY: `offset` is below the line of slack, so `slots` words from it are in the
+        // allocation; all-zero bytes are valid `AtomicPtr`s (it has the representation
+        // of a raw pointer), and they are null: every slot starts empty.
+        let first = unsafe { NonNull::new_unchecked(base.as_ptr().add(offset)) }.cast();
+        Some(SlotArray {
+            first,
+            alloc: (base, layout),
+        })
+    }
+
+    #[cfg(loom)]
+    pub(super) fn new(slots: usize) -> Option<Self> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(slots).ok()?;
+        v.extend((0..slots).map(|_| AtomicPtr::new(ptr::null_mut())));
+        let mut boxed = v.into_boxed_slice();
+        let first = NonNull::new(boxed.as_mut_ptr())?;
+        Some(SlotArray {
+            first,
+            _boxed: boxed,
+        })
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for SlotArray {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout and freed only here. `AtomicPtr`
+        // needs no drop; the items the slots held are dropped by `Shared` before.
+        unsafe { alloc::alloc::dealloc(self.alloc.0.as_ptr(), self.alloc.1) };
+    }
+}
+
+// SAFETY: the array is plain atomics reached through a pointer it owns.
+unsafe impl Send for SlotArray {}
+// SAFETY: as above: shared access is only through the atomics.
+unsafe impl Sync for SlotArray {}
+
+/// The slot of position `index` in the array that starts at `first`.
+///
+/// # Safety
+///
+/// `first` is the first slot of a live `SlotArray` of `mask + 1` slots.
+#[inline(always)]
+pub(super) unsafe fn slot_at<'a>(
+    first: NonNull<AtomicPtr<()>>,
+    mask: usize,
+    index: usize,
+) -> &'a AtomicPtr<()> {
+    // SAFETY: `index & mask` is below the slot count (the caller's guarantee).
+    unsafe { &*first.as_ptr().add(index & mask) }
 }
 
 #[cfg(all(test, not(loom)))]
