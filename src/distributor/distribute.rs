@@ -1,0 +1,271 @@
+//! Distributing: a call places new packets (and any backlog) on the workers' lanes under
+//! their credit, stages them per lane under load and publishes a lane's batch with one
+//! index store, and reads the lanes' returns that are due.
+
+use super::*;
+
+impl<T, F> Distributor<T, F>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// Whether a flow of ownership bucket `bucket` has a packet at a worker (sent, staged
+    /// or held by a leaving worker, and not handed back): a scan of the flow table.
+    pub(crate) fn bucket_in_flight(&self, bucket: usize) -> bool {
+        self.flows.iter().any(|(tag, f)| {
+            ownership::bucket_of(tag) == bucket && self.lanes[f.worker].completed < f.last
+        })
+    }
+
+    /// The share of the active workers' credit in use, in per-mille (`None` without an
+    /// active worker): the load signal of [`nodes`]' balancing.
+    pub(crate) fn fill_permille(&self) -> Option<u32> {
+        if self.active == 0 {
+            return None;
+        }
+        let cap = self.active as u64 * self.credit;
+        let used: u64 = self
+            .lanes
+            .iter()
+            .filter(|l| l.active)
+            .map(Lane::outstanding)
+            .sum();
+        Some((used.min(cap) * 1000 / cap) as u32)
+    }
+
+    /// Packets at the workers (sent, not handed back) per ownership bucket, as
+    /// `(bucket, packets)`: read from the tags the order check keeps for every position
+    /// in flight, so it costs nothing on the hot path (and O(packets in flight) here).
+    pub(crate) fn in_flight_by_bucket(&self) -> Vec<(usize, u64)> {
+        let mut by: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
+        for lane in self.lanes.iter().filter(|l| l.active) {
+            for pos in lane.completed..lane.sent {
+                let t = lane.tags[pos as usize & lane.tag_mask];
+                *by.entry(ownership::bucket_of(t)).or_default() += 1;
+            }
+        }
+        let mut v: Vec<(usize, u64)> = by.into_iter().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
+    /// Packets it cannot place now stay in `pkts`, in order: a packet whose flow's worker
+    /// has no credit left, and every later packet of the same flow in the burst (so a retry
+    /// keeps each flow's order). Packets waiting in the backlog (rescheduled, or handed back
+    /// by a leaving worker) go first. Under load, accepted packets reach their worker with
+    /// its lane's batch ([`set_batching`](Self::set_batching)); a call with less than a
+    /// batch of input (an empty `pkts` too) publishes everything staged, so a caller whose
+    /// input stops calls it so (or `flush`es).
+    ///
+    /// # Errors
+    ///
+    /// [`NoWorkers`] if no worker is active: nothing is routed, and the backlog is given
+    /// back at the front of `pkts` (it is older than they are).
+    ///
+    /// If the `tag` closure panics, the packets it had not yet tagged (that one included)
+    /// stay in `pkts`, in order, and the packets already routed stay staged for their
+    /// workers (they go out with a later call, as batching allows): none is lost.
+    ///
+    /// # Panics
+    ///
+    /// If a worker handed packets back in a different order than it received them (a bug
+    /// in the worker's code that would let a flow run on two workers at once). Reading the
+    /// return rings (here, in [`collect`](Self::collect), [`flush`](Self::flush) and
+    /// [`rejoin`](Self::rejoin)) checks packets handed back against the tag of the packet
+    /// sent at that position of the worker's stream, so a hand-back of another flow's
+    /// packet is caught. Debug builds check every processed and unprocessed packet; release
+    /// builds check every unprocessed one and one processed packet per burst read, at an
+    /// offset that rotates from burst to burst, so the check costs one `tag` call per burst
+    /// (a worker that reorders repeatedly is caught within a few bursts; one that reorders
+    /// once may pass unnoticed in release). Drops and reschedules carry no packet with the
+    /// original tag and are counted, not checked. The check needs a packet's tag to be the
+    /// same when it comes back as when it was sent: a worker that rewrites the fields the
+    /// tag reads trips it, so such pipelines turn it off with
+    /// [`set_order_check`](Self::set_order_check). Also panics if `tag` panics.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 2 }, |p: &u64| *p).unwrap();
+    /// let mut burst = vec![7, 7, 7, 8];
+    /// // Credit 2: two packets of flow 7 go out; the third stays, and so does flow 8 (no credit).
+    /// assert_eq!(d.distribute(&mut burst), Ok(2));
+    /// assert_eq!(burst, [7, 8]);
+    /// ```
+    pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
+        self.begin_call(pkts.len());
+        if self.publish_all {
+            self.poll_returns();
+        } else {
+            self.poll_due();
+        }
+        if !self.behind.is_empty() {
+            self.behind.clear();
+        }
+        self.distribute_polled(pkts, &mut 0, u64::MAX)
+    }
+
+    /// `distribute` for the multi-node layout, after the node polled the return rings and
+    /// set `behind`: the first `*old` packets of `pkts` arrived before any reschedule (0),
+    /// the others after poll `arrived` (`u64::MAX`: new input); those of a tag whose
+    /// backlog packets wait behind `behind`, read at or before their arrival, wait too.
+    /// On return `*old` counts the old packets still in `pkts` (at its front); if `tag`
+    /// panics it is left as it was.
+    pub(crate) fn distribute_polled(
+        &mut self,
+        pkts: &mut Vec<T>,
+        old: &mut usize,
+        arrived: u64,
+    ) -> Result<usize, NoWorkers> {
+        if self.active == 0 {
+            let mut all: Vec<T> = self.backlog.drain(..).collect();
+            self.backlog_at.clear();
+            all.append(pkts);
+            *pkts = all;
+            return Err(NoWorkers);
+        }
+        // (`clear` rewrites a set's control bytes even when it is empty.)
+        if !self.blocked.is_empty() {
+            self.blocked.clear();
+        }
+        if !self.held_back.is_empty() {
+            self.held_back.clear();
+        }
+        self.route_backlog();
+        let mut input = std::mem::take(&mut self.scratch);
+        std::mem::swap(&mut input, pkts);
+        // `scratch` is only ever an emptied input (or new after a panic): `accepted` below
+        // counts on `pkts` starting empty.
+        debug_assert!(pkts.is_empty());
+        let accepted: u64;
+        {
+            /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
+            /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the
+            /// packets already routed stay staged for a later call, and are counted as
+            /// accepted here: the call's own count below never runs then).
+            struct PutBack<'a, T> {
+                base: *const T,
+                next: usize,
+                len: usize,
+                pkts: &'a mut Vec<T>,
+                stats: &'a mut GroupHandle<5>,
+                /// Set once the pass ran to its end (the call then counts for itself).
+                finished: bool,
+            }
+            impl<T> Drop for PutBack<'_, T> {
+                fn drop(&mut self) {
+                    if !self.finished {
+                        // Cut short by a panic: of the `next` packets taken, those not
+                        // back on `pkts` (which held none at the start) were routed.
+                        let routed = self.next - self.pkts.len();
+                        self.stats.add(ACCEPTED, routed as u64);
+                    }
+                    while self.next < self.len {
+                        // SAFETY: `[next, len)` are initialised packets this guard owns
+                        // (the input `Vec`'s length was set to 0); each is moved out once.
+                        let p = unsafe { ptr::read(self.base.add(self.next)) };
+                        self.next += 1;
+                        self.pkts.push(p);
+                    }
+                }
+            }
+            let len = input.len();
+            // SAFETY: the guard takes over the `len` packets (moved out one by one below, or
+            // back to the caller by its `Drop`); the `Vec` keeps only its allocation.
+            unsafe { input.set_len(0) };
+            let mut g = PutBack {
+                base: input.as_ptr(),
+                next: 0,
+                len,
+                pkts,
+                stats: &mut self.stats,
+                finished: false,
+            };
+            let mut kept_old = 0;
+            // Whether any packet may have to wait (checked once here). An unfiltered pass
+            // runs the fast loop until the first packet refused for credit (whose tag then
+            // joins `blocked`), then the filtering loop for the rest.
+            let Self {
+                tag,
+                lanes,
+                flows,
+                pick,
+                credit,
+                batch,
+                publish_all,
+                blocked,
+                wait_first,
+                held_back,
+                ..
+            } = self;
+            let filtering = !blocked.is_empty() || !wait_first.is_empty() || !held_back.is_empty();
+            let mut router = Router {
+                lanes,
+                flows,
+                pick: *pick,
+                credit: *credit,
+                slack: if *publish_all { 0 } else { *batch - 1 },
+            };
+            if !filtering {
+                // The common case, in a loop of its own that keeps fewer values live: no
+                // packet has to wait until one finds no credit.
+                while g.next < g.len {
+                    // SAFETY: as in the loop below.
+                    let t = tag(unsafe { &*g.base.add(g.next) });
+                    // SAFETY: as in the loop below.
+                    let p = unsafe { ptr::read(g.base.add(g.next)) };
+                    g.next += 1;
+                    if let Err(p) = router.route(p, t) {
+                        blocked.insert(t);
+                        g.pkts.push(p);
+                        kept_old += usize::from(g.next <= *old);
+                        break;
+                    }
+                }
+            }
+            while g.next < g.len {
+                // SAFETY: `next < len`: an initialised packet the guard owns. It is tagged in
+                // place, so if `tag` panics it is still owned by the guard and goes back.
+                let t = tag(unsafe { &*g.base.add(g.next) });
+                // SAFETY: as above; `next` moves past it, so it is moved out exactly once.
+                let p = unsafe { ptr::read(g.base.add(g.next)) };
+                let is_old = g.next < *old;
+                g.next += 1;
+                let came = if is_old { 0 } else { arrived };
+                if blocked.contains(&t)
+                    || wait_first.contains(&t)
+                    || held_back.get(&t).is_some_and(|&read| read <= came)
+                {
+                    g.pkts.push(p);
+                    kept_old += usize::from(is_old);
+                    continue;
+                }
+                if let Err(p) = router.route(p, t) {
+                    blocked.insert(t);
+                    g.pkts.push(p);
+                    kept_old += usize::from(is_old);
+                }
+            }
+            *pick = router.pick;
+            g.finished = true;
+            // Every packet taken was routed or went back onto `pkts` (empty at the start).
+            accepted = (len - g.pkts.len()) as u64;
+            *old = kept_old;
+        }
+        self.scratch = input;
+        // Counted before the packets are published: the publication may wake a worker's
+        // task, whose waker may panic out of `push_staged` (the packets it did not push
+        // stay staged for a later call), and a reader that has seen a packet at a worker
+        // finds it in the totals.
+        let mut delta = [0u64; 5];
+        delta[ACCEPTED] = accepted;
+        delta[BACKPRESSURED] = pkts.len() as u64;
+        self.stats.add_all(delta);
+        // Before the publication too, so a panicking waker does not skip it; flows with
+        // staged packets are in flight (their `last` counts them), so it keeps them.
+        let lanes = &self.lanes;
+        self.flows
+            .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
+        self.push_staged(true, self.publish_all);
+        Ok(accepted as usize)
+    }
+}
