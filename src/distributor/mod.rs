@@ -99,7 +99,6 @@
 //! }
 //! ```
 
-mod balance;
 mod config;
 mod distribute;
 mod flows;

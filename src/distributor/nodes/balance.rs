@@ -23,8 +23,10 @@
 
 use core::fmt;
 
+use super::*;
+
 /// When a node counts as overloaded, and how eagerly it sheds flows
-/// ([`NodeDistributor::set_balance`](super::nodes::NodeDistributor::set_balance)).
+/// ([`NodeDistributor::set_balance`](super::NodeDistributor::set_balance)).
 ///
 /// ```
 /// use flowline::distributor::nodes::BalancePolicy;
@@ -196,6 +198,90 @@ pub(crate) fn pick_bucket(loads: &[(usize, u64)], budget: u64) -> Option<usize> 
         .filter(|&&(_, n)| n > 0 && n <= budget)
         .max_by_key(|&&(b, n)| (n, core::cmp::Reverse(b)))
         .map(|&(b, _)| b)
+}
+
+impl<T, F> NodeDistributor<T, F>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// Balancing, once per period of calls: samples this node's fill, publishes it, and
+    /// moves a bucket to a node with room if this one has been loaded long enough (see
+    /// [`BalancePolicy`]). One migration at a time: nothing while one out of this node or
+    /// into it is in progress.
+    pub(super) fn balance(&mut self) {
+        let Some(b) = self.balancer.as_mut() else {
+            return;
+        };
+        if !b.tick() {
+            return;
+        }
+        let fill = b.smooth(self.dist.fill_permille());
+        self.progress.set_load(self.id, fill);
+        let Some(own) = fill else { return };
+        if self.drain.is_some() || self.holding {
+            return;
+        }
+        let (id, progress) = (self.id, &self.progress);
+        let others = (0..self.nodes)
+            .filter(|&o| o != id)
+            .filter_map(|o| progress.load(o).map(|f| (o, f)));
+        let Some((to, gap)) = b.decide(own, others) else {
+            return;
+        };
+        // Half the gap, in packets at this node's workers: the bucket to move should
+        // weigh no more, or the overload just moves.
+        let capacity = self.dist.active_workers() as u64 * self.dist.credit;
+        let budget = capacity * u64::from(gap) / 2000;
+        let own_map = self.ownership();
+        let loads: Vec<(usize, u64)> = self
+            .dist
+            .in_flight_by_bucket()
+            .into_iter()
+            .filter(|&(bucket, _)| own_map.owns_bucket(bucket))
+            .collect();
+        if let Some(bucket) = pick_bucket(&loads, budget.max(1)) {
+            if self.migrate(bucket, to).is_ok() {
+                self.stats.rebalances += 1;
+            }
+        }
+    }
+
+    /// Turns load balancing on with `policy` (or off with `None`): this node then samples
+    /// how full its workers are every `policy.period` calls of
+    /// [`distribute`](Self::distribute), and when it has stayed loaded while another
+    /// balancing node had room, migrates one bucket of its flows there
+    /// ([`migrate`](Self::migrate), with its handover's order and exactly-once
+    /// guarantees), the bucket whose packets at its workers weigh closest to half the
+    /// difference. Only nodes that balance publish their load, so turn it on at every
+    /// node. Costs: nothing per packet; per period, one scan of the workers' counts and
+    /// one store and one load per other node of a line each; per decision, one pass over
+    /// the packets at the workers. A node with a single hot flow (heavier than half the
+    /// gap) keeps it: moving it would move the overload.
+    ///
+    /// # Errors
+    ///
+    /// [`BadPolicy`] for a field out of range ([`BalancePolicy::check`]); nothing changes.
+    ///
+    /// ```
+    /// use flowline::distributor::nodes::{self, BalancePolicy, NodesConfig};
+    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
+    /// for (node, _) in layout.iter_mut() {
+    ///     node.set_balance(Some(BalancePolicy::default())).unwrap();
+    /// }
+    /// let bad = BalancePolicy { patience: 0, ..Default::default() };
+    /// assert!(layout[0].0.set_balance(Some(bad)).is_err());
+    /// ```
+    pub fn set_balance(&mut self, policy: Option<BalancePolicy>) -> Result<(), BadPolicy> {
+        if let Some(p) = &policy {
+            p.check()?;
+        }
+        self.balancer = policy.map(Balancer::new);
+        if self.balancer.is_none() {
+            self.progress.set_load(self.id, None);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
