@@ -27,7 +27,7 @@
 //!
 //! `sync` (the only place that chooses std or loom atomics) <- primitives (`cell`, `slot`,
 //! ...) <- `distributor`. Under `RUSTFLAGS="--cfg loom"` every primitive is built on loom's
-//! atomics and its protocols are model-checked by `tests/loom_*.rs`.
+//! atomics and its protocols are model-checked by `tests/loom/`.
 //!
 //! ## Example
 //!

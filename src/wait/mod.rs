@@ -40,10 +40,10 @@
 //! systems, old kernels, seccomp filters), under Miri and under loom, both barriers are
 //! `fence(SeqCst)`: the ring's sleeper word then carries a flag, set when the ring is
 //! made, that sends the publisher to a slow path with the fence (its first load proves
-//! nothing; it loads the count again after the fence). The loom models (`tests/loom_wait.rs`) check the protocol with the
+//! nothing; it loads the count again after the fence). The loom models (`tests/loom/wait.rs`) check the protocol with the
 //! fences; Miri checks it with the fences; the asymmetric pair relies on the kernel's
 //! documented guarantee. The x86_64 `asm!` form of the publisher's check, which is what
-//! runs there natively, is seen by neither (nor by ThreadSanitizer): `tests/stress_wait.rs`
+//! runs there natively, is seen by neither (nor by ThreadSanitizer): `tests/stress/wait.rs`
 //! checks it, with membarrier and without (`FLOWLINE_NO_MEMBARRIER=1` in CI).
 //!
 //! Costs to know about:

@@ -1,5 +1,5 @@
 //! loom model of assign-unless-equal: concurrent writers and a reader.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_cell`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- cell::`.
 #![cfg(loom)]
 
 use flowline::cell::AssignUnlessEqual;

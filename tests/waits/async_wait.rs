@@ -10,9 +10,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-mod support {
-    pub mod waker;
-}
+use crate::support;
 
 use flowline::fifo::{mpsc, spsc};
 use flowline::wait::{block_on, waker_panics, WaitError, WaitStrategy};

@@ -3,7 +3,7 @@
 //! are written before the push and read after the pop through loom cells (so a missing
 //! Release/Acquire edge between the ends is reported as a data race), and exactly-once drop
 //! of leftovers.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_niche`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- niche::`.
 #![cfg(loom)]
 
 use flowline::fifo::niche;

@@ -6,9 +6,7 @@
 //! layout; see `tests/support/nodes_model.rs`.
 #![cfg(all(not(loom), feature = "std"))]
 
-mod support {
-    pub mod nodes_model;
-}
+use crate::support;
 
 use proptest::prelude::*;
 use support::nodes_model::{run, Op};

@@ -1,6 +1,6 @@
 //! loom models of the SPSC ring: single, burst and chunk operations on capacity 2 (so full,
 //! empty and wrap-around are all reached), and exactly-once drop of leftovers.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_spsc`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- spsc::`.
 #![cfg(loom)]
 
 use flowline::fifo::spsc;

@@ -12,9 +12,7 @@ use std::time::Duration;
 use futures_core::stream::FusedStream;
 use futures_core::Stream;
 
-mod support {
-    pub mod waker;
-}
+use crate::support;
 
 use flowline::fifo::{mpsc, spsc};
 use flowline::wait::block_on;

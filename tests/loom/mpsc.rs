@@ -1,6 +1,6 @@
 //! loom models of the MPSC ring: two producers and the consumer, bursts and singles,
 //! capacity 2 and 4 (full, empty and wrap-around reached), and leftovers dropped once.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_mpsc`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- mpsc::`.
 #![cfg(loom)]
 
 use flowline::fifo::mpsc;

@@ -3,7 +3,7 @@
 //! drop. Every model sleeps at once (`SpinPark { spins: 0, yields: 0 }`) and without a
 //! deadline, and loom's condition variable never times out, so a lost wake-up is a
 //! deadlock that loom reports. Under loom both barriers are `fence(SeqCst)`.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_wait`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- wait::`.
 #![cfg(all(loom, feature = "std"))]
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! under `loom::future::block_on`, which parks the thread while the future is pending, so
 //! a lost wake-up is a deadlock that loom reports. Under loom both barriers are
 //! `fence(SeqCst)`.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_async`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- futures::`.
 #![cfg(all(loom, feature = "async"))]
 
 use flowline::fifo::{mpsc, spsc};

@@ -2,9 +2,7 @@
 //! thread) against a sequential model of the flow table; see `tests/support/dist_model.rs`.
 #![cfg(all(not(loom), feature = "std"))]
 
-mod support {
-    pub mod dist_model;
-}
+use crate::support;
 
 use proptest::prelude::*;
 use support::dist_model::{run, Op};

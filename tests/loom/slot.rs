@@ -1,5 +1,5 @@
 //! loom models of the slot protocols: post/wait handshakes between two threads.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_slot`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- slot::`.
 #![cfg(loom)]
 
 use std::time::Duration;

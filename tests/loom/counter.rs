@@ -1,5 +1,5 @@
 //! loom models of the sharded counter and the counter group.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_counter`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- counter::`.
 #![cfg(loom)]
 
 use flowline::counter::{CounterGroup, ShardedCounter};

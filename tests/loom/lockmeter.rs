@@ -1,6 +1,6 @@
 //! loom model of the lockmeter's spinlock: mutual exclusion (loom flags any two accesses
 //! to the protected value that the lock does not order) and no lost update.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_lockmeter`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- lockmeter::`.
 #![cfg(loom)]
 
 use flowline::lockmeter::SpinLock;

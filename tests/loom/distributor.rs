@@ -1,7 +1,7 @@
 //! loom model of the distributor's handshake and completion accounting with 2 workers:
 //! packets go out on the per-worker rings and come back on the return rings, and the
 //! completions clear the flows' in-flight state.
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom_distributor`.
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release --test loom -- distributor::`.
 #![cfg(loom)]
 
 use flowline::distributor::{self, Config};

@@ -1,0 +1,5 @@
+//! Threaded stress tests of the rings and their waits.
+
+mod mpsc;
+mod spsc;
+mod wait;

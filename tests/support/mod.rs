@@ -1,0 +1,6 @@
+//! Code shared by the test binaries: sequential models of the distributor and of the
+//! multi-node layout, and wakers that count.
+
+pub mod dist_model;
+pub mod nodes_model;
+pub mod waker;
