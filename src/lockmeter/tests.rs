@@ -1,3 +1,5 @@
+//! Unit tests of the lock meter: counts, sampling, estimates and the table.
+
 use super::*;
 use std::time::Duration;
 

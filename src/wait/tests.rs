@@ -1,3 +1,5 @@
+//! Unit tests of the async registrations: counts, wakes, and wakers that panic.
+
 use super::*;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;

@@ -1,5 +1,10 @@
 //! Bounded multi-producer single-consumer ring.
 //!
+//! Producers reserve runs of slots with one compare-and-swap on a shared tail, as in DPDK's
+//! multi-producer `rte_ring`, but each run is published by its own descriptor rather than
+//! in reservation order, so a producer stalled between reserving and publishing holds up
+//! no other producer (the consumer reads runs in order and waits only at the stalled one).
+//!
 //! [`channel`] returns a [`Producer`] (`Clone + Send`: one clone per producing thread) and a
 //! [`Consumer`] (`Send`). Returns from many workers to one distributor, many RX threads into
 //! one TX thread.

@@ -1,3 +1,5 @@
+//! Unit tests of the MPSC ring: runs, reservations, teardown and layouts.
+
 // The crate may be `no_std`; the tests use the standard library's prelude.
 use super::*;
 #[allow(unused_imports)]

@@ -1,3 +1,5 @@
+//! Unit tests of the niche ring: every item type, bursts, teardown and bad capacities.
+
 // The crate may be `no_std`; the tests use the standard library's prelude.
 use super::*;
 use core::num::NonZeroU32;

@@ -1,5 +1,10 @@
 //! Bounded single-producer single-consumer ring.
 //!
+//! Lamport's ring buffer with free-running indices, each end keeping a private copy of the
+//! other end's index and reloading it only when that copy says full or empty (the cached
+//! indices of MCRingBuffer and FastForward, as rtrb and DPDK's single-producer
+//! single-consumer `rte_ring` do), so a burst reads the other end's line at most once.
+//!
 //! [`channel`] makes a ring and returns its two ends: a [`Producer`] and a [`Consumer`],
 //! each `Send` (move it to its thread) and neither `Sync` (one thread per end at a time).
 //!

@@ -1,3 +1,5 @@
+//! Unit tests of the SPSC ring: operations against a model, teardown, layouts and line counts.
+
 // The crate may be `no_std`; the tests use the standard library's prelude.
 use super::*;
 use std::cell::Cell;
