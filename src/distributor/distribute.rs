@@ -138,20 +138,20 @@ where
         debug_assert!(pkts.is_empty());
         let accepted: u64;
         {
-            /// Owns the input packets not yet taken, `[next, len)` of `base`; puts them back
-            /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the
-            /// packets already routed stay staged for a later call, and are counted as
-            /// accepted here: the call's own count below never runs then).
-            struct PutBack<'a, T> {
-                base: *const T,
+            /// Owns the input packets not yet taken (the rest of a drain of the input); puts
+            /// them back at the end of the caller's `Vec`, in order, if the user's `tag`
+            /// panics (the packets already routed stay staged for a later call, and are
+            /// counted as accepted here: the call's own count below never runs then).
+            struct PutBack<'a, 'b, T> {
+                rest: std::vec::Drain<'b, T>,
+                /// Packets taken from the input so far.
                 next: usize,
-                len: usize,
                 pkts: &'a mut Vec<T>,
                 stats: &'a mut GroupHandle<5>,
                 /// Set once the pass ran to its end (the call then counts for itself).
                 finished: bool,
             }
-            impl<T> Drop for PutBack<'_, T> {
+            impl<T> Drop for PutBack<'_, '_, T> {
                 fn drop(&mut self) {
                     if !self.finished {
                         // Cut short by a panic: of the `next` packets taken, those not
@@ -159,23 +159,13 @@ where
                         let routed = self.next - self.pkts.len();
                         self.stats.add(ACCEPTED, routed as u64);
                     }
-                    while self.next < self.len {
-                        // SAFETY: `[next, len)` are initialised packets this guard owns
-                        // (the input `Vec`'s length was set to 0); each is moved out once.
-                        let p = unsafe { ptr::read(self.base.add(self.next)) };
-                        self.next += 1;
-                        self.pkts.push(p);
-                    }
+                    self.pkts.extend(self.rest.by_ref());
                 }
             }
             let len = input.len();
-            // SAFETY: the guard takes over the `len` packets (moved out one by one below, or
-            // back to the caller by its `Drop`); the `Vec` keeps only its allocation.
-            unsafe { input.set_len(0) };
             let mut g = PutBack {
-                base: input.as_ptr(),
+                rest: input.drain(..),
                 next: 0,
-                len,
                 pkts,
                 stats: &mut self.stats,
                 finished: false,
@@ -208,11 +198,11 @@ where
             if !filtering {
                 // The common case, in a loop of its own that keeps fewer values live: no
                 // packet has to wait until one finds no credit.
-                while g.next < g.len {
-                    // SAFETY: as in the loop below.
-                    let t = tag(unsafe { &*g.base.add(g.next) });
-                    // SAFETY: as in the loop below.
-                    let p = unsafe { ptr::read(g.base.add(g.next)) };
+                while let Some(first) = g.rest.as_slice().first() {
+                    // Tagged in place: if `tag` panics, the packet is still in the drain
+                    // and goes back.
+                    let t = tag(first);
+                    let Some(p) = g.rest.next() else { break };
                     g.next += 1;
                     if let Err(p) = router.route(p, t) {
                         blocked.insert(t);
@@ -222,12 +212,10 @@ where
                     }
                 }
             }
-            while g.next < g.len {
-                // SAFETY: `next < len`: an initialised packet the guard owns. It is tagged in
-                // place, so if `tag` panics it is still owned by the guard and goes back.
-                let t = tag(unsafe { &*g.base.add(g.next) });
-                // SAFETY: as above; `next` moves past it, so it is moved out exactly once.
-                let p = unsafe { ptr::read(g.base.add(g.next)) };
+            while let Some(first) = g.rest.as_slice().first() {
+                // As above: tagged in place.
+                let t = tag(first);
+                let Some(p) = g.rest.next() else { break };
                 let is_old = g.next < *old;
                 g.next += 1;
                 let came = if is_old { 0 } else { arrived };

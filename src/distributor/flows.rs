@@ -112,7 +112,9 @@ impl FlowTable {
         let mut i = self.home(tag);
         loop {
             // SAFETY: `i <= mask` (the home is below `slots.len()`, a power of two and never
-            // 0, and every step is masked), so it is in bounds.
+            // 0, and every step is masked), so it is in bounds. Unchecked because the
+            // bounds checks of this probe cost 6.6 instructions per packet (126.8 -> 133.4
+            // in `dist_lines_w1`, `cargo bench -p flowline-bench --bench instructions`).
             let s = unsafe { self.slots.get_unchecked(i) };
             if s.flow.worker == FREE {
                 return None;

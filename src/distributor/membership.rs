@@ -57,7 +57,7 @@ where
         self.active += 1;
         let w = Worker {
             id,
-            ends: ManuallyDrop::new(parked),
+            ends: Some(parked),
             held: 0,
             handed: lane.cursor,
             control: Arc::clone(&lane.control),

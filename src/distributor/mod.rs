@@ -111,8 +111,6 @@ mod returns;
 mod worker;
 
 use core::fmt;
-use core::mem::ManuallyDrop;
-use core::ptr;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
@@ -383,7 +381,7 @@ fn make_lane<T>(
     let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
     let worker = Worker {
         id,
-        ends: ManuallyDrop::new(Parked {
+        ends: Some(Parked {
             rx: wrx,
             done: wdone,
             ret: wret,

@@ -1,7 +1,6 @@
 //! The worker's handle: receive bursts, hand packets back (done, dropped, rescheduled), leave.
 
 use core::fmt;
-use core::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -116,7 +115,7 @@ pub struct Worker<T> {
     pub(crate) id: usize,
     /// The ring ends: packets in (`rx`), processed packets back (`done`), drops,
     /// reschedules and the leave message back (`ret`). Taken out only by `Drop`.
-    pub(crate) ends: ManuallyDrop<Parked<T>>,
+    pub(crate) ends: Option<Parked<T>>,
     /// Packets received and not yet handed back.
     pub(crate) held: usize,
     /// Packets handed back so far (the position of the next hand-back).
@@ -217,14 +216,14 @@ impl<T> Worker<T> {
     /// assert_eq!(w.recv_burst(&mut b, 2), Err(distributor::Disconnected));
     /// ```
     pub fn recv_burst(&mut self, out: &mut Vec<T>, max: usize) -> Result<usize, Disconnected> {
-        let rx = &mut self.ends.rx;
+        let rx = &mut self.ends().rx;
         let n = rx.pop_burst_into(out, max);
         if n == 0 && rx.is_abandoned() && rx.is_empty() {
             return Err(Disconnected);
         }
         self.held += n;
         if n > 0 {
-            self.ends.stats.add(RECEIVED, n as u64);
+            self.ends().stats.add(RECEIVED, n as u64);
         }
         Ok(n)
     }
@@ -265,10 +264,10 @@ impl<T> Worker<T> {
         max: usize,
         timeout: Duration,
     ) -> Result<usize, WaitError> {
-        let n = self.ends.rx.pop_burst_wait(out, max, timeout)?;
+        let n = self.ends().rx.pop_burst_wait(out, max, timeout)?;
         self.held += n;
         if n > 0 {
-            self.ends.stats.add(RECEIVED, n as u64);
+            self.ends().stats.add(RECEIVED, n as u64);
         }
         Ok(n)
     }
@@ -312,10 +311,10 @@ impl<T> Worker<T> {
         max: usize,
     ) -> Result<usize, WaitError> {
         // Counted in the same poll that takes the packets: no await point in between.
-        let n = self.ends.rx.pop_burst_async(out, max).await?;
+        let n = self.ends().rx.pop_burst_async(out, max).await?;
         self.held += n;
         if n > 0 {
-            self.ends.stats.add(RECEIVED, n as u64);
+            self.ends().stats.add(RECEIVED, n as u64);
         }
         Ok(n)
     }
@@ -325,7 +324,7 @@ impl<T> Worker<T> {
     /// docs and outside any semver promise.
     #[doc(hidden)]
     pub fn flush_is_asleep(&self) -> bool {
-        self.ends.wake.has_sleepers()
+        self.ends_ref().wake.has_sleepers()
     }
 
     /// Sets how [`recv_burst_wait`](Self::recv_burst_wait) waits.
@@ -337,7 +336,7 @@ impl<T> Worker<T> {
     /// ws[0].set_wait_strategy(WaitStrategy::SpinYield { spins: 1000 });
     /// ```
     pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
-        self.ends.rx.set_wait_strategy(strategy);
+        self.ends().rx.set_wait_strategy(strategy);
     }
 
     /// How [`recv_burst_wait`](Self::recv_burst_wait) waits (a worker that re-joins keeps
@@ -351,7 +350,7 @@ impl<T> Worker<T> {
     /// assert_eq!(ws[0].wait_strategy(), WaitStrategy::default());
     /// ```
     pub fn wait_strategy(&self) -> WaitStrategy {
-        self.ends.rx.wait_strategy()
+        self.ends_ref().rx.wait_strategy()
     }
 
     /// Sets the cooperative budget of [`recv_burst_async`](Self::recv_burst_async)
@@ -369,7 +368,7 @@ impl<T> Worker<T> {
     #[cfg(feature = "async")]
     #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
     pub fn set_async_budget(&mut self, budget: u32) {
-        self.ends.rx.set_async_budget(budget);
+        self.ends().rx.set_async_budget(budget);
     }
 
     /// The cooperative budget of [`recv_burst_async`](Self::recv_burst_async): see
@@ -383,7 +382,7 @@ impl<T> Worker<T> {
     #[cfg(feature = "async")]
     #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
     pub fn async_budget(&self) -> u32 {
-        self.ends.rx.async_budget()
+        self.ends_ref().rx.async_budget()
     }
 
     /// Posts `r` on the control ring. The ring holds at least as many entries as the
@@ -391,13 +390,13 @@ impl<T> Worker<T> {
     /// by the distributor), plus one for the leave marker, so it is never full here.
     fn post(&mut self, r: Ret<T>) {
         self.post_quietly(r);
-        self.ends.wake.notify();
+        self.ends().wake.notify();
     }
 
     /// [`post`](Self::post) without waking a sleeping flush: for the entries of a leave,
     /// whose marker (posted last, by `Drop`) wakes it once.
     fn post_quietly(&mut self, r: Ret<T>) {
-        if let Err(r) = self.ends.ret.push(r) {
+        if let Err(r) = self.ends().ret.push(r) {
             drop(r);
             unreachable!("return ring sized to the worker's credit cannot be full");
         }
@@ -430,15 +429,15 @@ impl<T> Worker<T> {
         }
         // Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
-        self.ends.stats.add(RETURNED, 1);
-        if self.ends.done.push(pkt).is_err() {
+        self.ends().stats.add(RETURNED, 1);
+        if self.ends().done.push(pkt).is_err() {
             unreachable!("done ring sized to the worker's credit cannot be full");
         }
         // The hand-back is published: this worker's counts follow it before anything else
         // runs (as in `done_burst`).
         self.held -= 1;
         self.handed += 1;
-        self.ends.wake.notify();
+        self.ends().wake.notify();
         Ok(())
     }
 
@@ -465,13 +464,13 @@ impl<T> Worker<T> {
         // All `n` are pushed (below). Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
         if n > 0 {
-            self.ends.stats.add(RETURNED, n as u64);
+            self.ends().stats.add(RETURNED, n as u64);
         }
         let pushed = if n == pkts.len() {
             // Moved as bytes, no per-packet code.
-            self.ends.done.push_burst_from(pkts)
+            self.ends().done.push_burst_from(pkts)
         } else {
-            self.ends.done.push_burst_iter(&mut pkts.drain(..n))
+            self.ends().done.push_burst_iter(&mut pkts.drain(..n))
         };
         // The return ring holds at least as many entries as this worker may hold.
         assert_eq!(
@@ -481,7 +480,7 @@ impl<T> Worker<T> {
         self.held -= n;
         self.handed += n as u64;
         if n > 0 {
-            self.ends.wake.notify();
+            self.ends().wake.notify();
         }
         if pkts.is_empty() {
             Ok(())
@@ -514,7 +513,7 @@ impl<T> Worker<T> {
         }
         // Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
-        self.ends.stats.add(DROPPED, 1);
+        self.ends().stats.add(DROPPED, 1);
         self.post(Ret::Dropped { at: self.handed });
         self.held -= 1;
         self.handed += 1;
@@ -553,7 +552,7 @@ impl<T> Worker<T> {
         }
         // Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
-        self.ends.stats.add(RESCHEDULED, 1);
+        self.ends().stats.add(RESCHEDULED, 1);
         self.post(Ret::Resched {
             at: self.handed,
             pkt,
@@ -602,7 +601,7 @@ impl<T> Worker<T> {
         }
         while self.held > 0 {
             // Counted before it is published, as in `drop_packet`.
-            self.ends.stats.add(DROPPED, 1);
+            self.ends().stats.add(DROPPED, 1);
             self.post_quietly(Ret::Dropped { at: self.handed });
             self.held -= 1;
             self.handed += 1;
@@ -617,6 +616,26 @@ impl<T> Worker<T> {
     }
 }
 
+impl<T> Worker<T> {
+    /// The ring ends (taken only by `Drop`).
+    #[inline(always)]
+    fn ends(&mut self) -> &mut Parked<T> {
+        match &mut self.ends {
+            Some(e) => e,
+            None => unreachable!("a worker's ring ends are taken only by its Drop"),
+        }
+    }
+
+    /// [`ends`](Self::ends), shared.
+    #[inline(always)]
+    fn ends_ref(&self) -> &Parked<T> {
+        match &self.ends {
+            Some(e) => e,
+            None => unreachable!("a worker's ring ends are taken only by its Drop"),
+        }
+    }
+}
+
 impl<T> Drop for Worker<T> {
     /// The implicit leave (see the type's docs): packets still held are counted as lost,
     /// the leave marker follows, and the ring ends are parked for the distributor, which
@@ -627,19 +646,18 @@ impl<T> Drop for Worker<T> {
         if self.held > 0 {
             let n = self.held as u64;
             // Counted before it is published, as in `drop_packet`.
-            self.ends.stats.add(LOST, n);
+            self.ends().stats.add(LOST, n);
             self.post_quietly(Ret::Lost { at: self.handed, n });
             self.handed += n;
             self.held = 0;
         }
         self.post(Ret::Leave { at: self.handed });
-        // SAFETY: `ends` is taken exactly once, here in `Drop`; no method runs after.
-        let ends = unsafe { ManuallyDrop::take(&mut self.ends) };
+        let ends = self.ends.take();
         *self
             .control
             .parked
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(ends);
+            .unwrap_or_else(|e| e.into_inner()) = ends;
     }
 }
 
