@@ -124,7 +124,9 @@ pub use barrier::*;
 pub(crate) use blocking::*;
 #[cfg(feature = "async")]
 pub use futures::*;
-pub use sleepers::*;
+#[cfg(feature = "async")]
+pub use sleepers::waker_panics;
+pub(crate) use sleepers::*;
 
 /// How a blocking operation waits while it cannot go on.
 ///

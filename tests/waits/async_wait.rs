@@ -380,8 +380,12 @@ fn completed_burst_futures_polled_again_panic_and_take_nothing() {
         tx.push(2).unwrap();
         let _ = fut.as_mut().poll(&mut cx);
     }));
-    let msg = *r.unwrap_err().downcast::<&str>().unwrap();
-    assert_eq!(msg, "mpsc::PopBurstFuture polled after it completed");
+    let payload = r.unwrap_err();
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    assert_eq!(msg, Some("mpsc::PopBurstFuture polled after it completed"));
     assert_eq!(out, [1]);
     assert_eq!(rx.pop(), Some(2), "the second poll took nothing");
     // `max == 0` completes at once, and also only once.

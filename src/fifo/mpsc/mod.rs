@@ -149,6 +149,8 @@ use std::time::Duration;
 
 mod chunks;
 mod consumer;
+#[cfg(feature = "async")]
+mod futures;
 mod producer;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -156,9 +158,10 @@ mod tests;
 mod waits;
 
 pub use chunks::{ReadChunk, WriteChunk};
-
+#[cfg(feature = "stream")]
+pub use futures::ItemStream;
 #[cfg(feature = "async")]
-async_waits!(mpsc);
+pub use futures::{PopBurstFuture, PopFuture, PushFuture};
 
 /// The largest slot count: run lengths are packed in 32 bits.
 const MAX_SLOTS: usize = 1 << 31;

@@ -78,7 +78,7 @@ impl<T> Producer<T, Wait> {
             timeout,
             |p| wait::poll_push(p, &mut slot, Producer::push, Producer::is_abandoned),
             Producer::has_room_or_closed,
-            |p| &p.shared.room,
+            |p| p.shared.room(),
         );
         match (r, slot) {
             (Ok(()), _) => Ok(()),
@@ -116,7 +116,7 @@ impl<T> Producer<T, Wait> {
             Producer::is_abandoned,
             |p| p.push_burst(items),
             Producer::has_room_or_closed,
-            |p| &p.shared.room,
+            |p| p.shared.room(),
         )
     }
 
@@ -194,7 +194,7 @@ impl<T> Consumer<T, Wait> {
             timeout,
             |c| wait::poll_one(c, Consumer::pop, Consumer::is_abandoned),
             Consumer::has_items_or_closed,
-            |c| &c.shared.items,
+            |c| c.shared.items(),
         )
     }
 
@@ -244,7 +244,7 @@ impl<T> Consumer<T, Wait> {
             timeout,
             |c| wait::poll_items(c, |c| c.pop_burst_into(out, max), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
-            |c| &c.shared.items,
+            |c| c.shared.items(),
         )
     }
 
@@ -278,7 +278,7 @@ impl<T> Consumer<T, Wait> {
             // Counting all ready runs costs one descriptor read while nothing is ready.
             |c| wait::poll_items(c, |c| c.available(usize::MAX), Consumer::is_abandoned),
             Consumer::has_items_or_closed,
-            |c| &c.shared.items,
+            |c| c.shared.items(),
         )
     }
 

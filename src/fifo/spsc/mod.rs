@@ -164,6 +164,8 @@ use std::time::Duration;
 
 mod chunks;
 mod consumer;
+#[cfg(feature = "async")]
+mod futures;
 mod producer;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -171,9 +173,10 @@ mod tests;
 mod waits;
 
 pub use chunks::{ReadChunk, WriteChunk};
-
+#[cfg(feature = "stream")]
+pub use futures::ItemStream;
 #[cfg(feature = "async")]
-async_waits!(spsc);
+pub use futures::{PopBurstFuture, PopFuture, PushFuture};
 
 /// Makes a ring of at least `capacity` slots (rounded up to a power of two).
 ///
