@@ -57,12 +57,7 @@ impl<T> Router<'_, T> {
     /// in a row and a scan of every lane happens about once per batch instead of once per
     /// packet.
     #[inline]
-    pub(super) fn least_loaded(
-        lanes: &[Lane<T>],
-        credit: u64,
-        slack: u64,
-        pick: &mut Pick,
-    ) -> Option<usize> {
+    fn least_loaded(lanes: &[Lane<T>], credit: u64, slack: u64, pick: &mut Pick) -> Option<usize> {
         let p = *pick;
         debug_assert!(p.lane < lanes.len());
         // SAFETY: `pick.lane` is 0 (`Pick::NONE`; `new` makes at least one lane) or an
@@ -384,7 +379,7 @@ mod pick_tests {
 /// whose tag is not the tag of the packet it received at that position.
 #[cold]
 #[inline(never)]
-pub(super) fn misordered(worker: usize, at: u64, expected: u64, got: u64) -> ! {
+fn misordered(worker: usize, at: u64, expected: u64, got: u64) -> ! {
     panic!(
         "distributor: worker {worker} handed back a packet out of order (position {at} of its \
          stream: expected a packet of tag {expected:#x}, got tag {got:#x}). Workers must hand \

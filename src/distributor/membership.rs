@@ -37,7 +37,7 @@ where
     }
 
     /// The ring ends of worker `id`, which left (after reading the return rings).
-    pub(super) fn take_parked(&mut self, id: usize) -> Result<Parked<T>, JoinError> {
+    fn take_parked(&mut self, id: usize) -> Result<Parked<T>, JoinError> {
         self.poll_returns();
         let lane = match self.lanes.get_mut(id) {
             Some(l) if !l.removed => l,
@@ -50,7 +50,7 @@ where
     }
 
     /// Lane `id` gets a worker again, with these ring ends; the registry says so.
-    pub(super) fn activate(&mut self, id: usize, parked: Parked<T>) -> Worker<T> {
+    fn activate(&mut self, id: usize, parked: Parked<T>) -> Worker<T> {
         let lane = &mut self.lanes[id];
         lane.active = true;
         lane.removed = false;

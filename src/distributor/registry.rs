@@ -98,7 +98,7 @@ impl WorkerRegistry {
     }
 
     /// The final counters of the removed workers, as published.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn removed(&self) -> [u64; 5] {
         self.roster.read(|r| r.removed)
     }

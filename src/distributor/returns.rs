@@ -47,7 +47,7 @@ where
     /// `distribute` found due (a worker holding a batch's worth of published packets, or
     /// a lane near its credit) and still are; the calls of `distribute` read control
     /// entries and the lane in turn.
-    pub(super) fn poll_batches(&mut self) {
+    fn poll_batches(&mut self) {
         self.pick = Pick::NONE;
         self.epoch += 1;
         let (batch, near) = (self.batch, self.credit - self.batch);
@@ -64,7 +64,7 @@ where
     /// entries carry their position, processed packets fill the positions between them.
     /// Each processed (and unprocessed) packet's tag is checked against the tag sent at its
     /// position.
-    pub(super) fn poll_lane(&mut self, w: usize) {
+    fn poll_lane(&mut self, w: usize) {
         let Self {
             lanes,
             returned,
@@ -157,7 +157,7 @@ where
 
     /// Worker `w` left, having handed back `lane.leaving`: take its parked ring ends, recover
     /// what it never received, and put all of it at the front of the backlog, oldest first.
-    pub(super) fn take_leave(&mut self, w: usize) {
+    fn take_leave(&mut self, w: usize) {
         let lane = &mut self.lanes[w];
         let mut unprocessed = std::mem::take(&mut lane.leaving);
         // The worker parks its ends right after posting the leave marker.

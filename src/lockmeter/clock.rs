@@ -30,7 +30,7 @@ pub(super) fn ticks() -> u64 {
 }
 
 #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-pub(super) fn epoch() -> Instant {
+fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
 }

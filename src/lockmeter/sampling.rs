@@ -42,7 +42,7 @@ impl Sampler {
     /// would time every thread's first hold, often its longest, and short-lived threads
     /// would then make most of the sample).
     #[cold]
-    pub(super) fn refill(&self, left: i64) -> bool {
+    fn refill(&self, left: i64) -> bool {
         let mut x = self.rng.get();
         let first = x == 0;
         if first {
@@ -160,7 +160,7 @@ impl Stamp {
     /// [`finish`](Self::finish) for an acquisition that waited or was timed (the rarer
     /// case, kept out of line).
     #[inline(never)]
-    pub(super) fn finish_timed(&self, end: u64) {
+    fn finish_timed(&self, end: u64) {
         let mut d = [0u64; FIELDS];
         d[TOTAL] = 1;
         if self.contended() {

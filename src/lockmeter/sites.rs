@@ -80,7 +80,7 @@ pub(super) struct Timed {
 
 /// Raises `max` to `v` if `v` is larger, writing the shared line only then.
 #[inline(always)]
-pub(super) fn raise(max: &AtomicU64, v: u64) {
+fn raise(max: &AtomicU64, v: u64) {
     // Relaxed: statistics, no other memory is published through them.
     if v > max.load(Ordering::Relaxed) {
         max.fetch_max(v, Ordering::Relaxed);
@@ -108,7 +108,7 @@ impl Who {
     /// so that two names sharing a prefix stay apart) or of the location (with a length no
     /// `str` can have). Both are `'static`, so addresses are stable.
     #[inline(always)]
-    pub(super) fn key(&self) -> Key {
+    fn key(&self) -> Key {
         match self.name {
             Some(n) => Key(n.as_ptr() as usize, n.len()),
             None => Key(self.caller as *const Location<'static> as usize, usize::MAX),
@@ -116,7 +116,7 @@ impl Who {
     }
 
     /// The site's displayed name: the lock's name, or `file:line`.
-    pub(super) fn display(self) -> String {
+    fn display(self) -> String {
         match self.name {
             Some(n) => n.to_string(),
             None => format!("{}:{}", self.caller.file(), self.caller.line()),
@@ -157,7 +157,7 @@ std::thread_local! {
 /// The site of a lock's name or of a call site, registered on its first use anywhere
 /// (`since`: when that use started, in ticks, if it was timed; else now).
 #[cold]
-pub(super) fn site_for(who: Who, since: Option<u64>) -> Arc<Site> {
+fn site_for(who: Who, since: Option<u64>) -> Arc<Site> {
     let since = since.unwrap_or_else(ticks);
     let name = who.display();
     let mut reg = registry().lock().unwrap_or_else(PoisonError::into_inner);
@@ -230,7 +230,7 @@ pub(super) fn record(who: Who, deltas: [u64; FIELDS], timed: Option<Timed>) {
 /// Records one use of the site of `key`: finds (or registers) the site, makes it this
 /// thread's most recent one.
 #[inline(never)]
-pub(super) fn record_slow(who: Who, deltas: [u64; FIELDS], timed: Option<Timed>) {
+fn record_slow(who: Who, deltas: [u64; FIELDS], timed: Option<Timed>) {
     let key = who.key();
     // `try_with`: a lock used while this thread's locals are being destroyed is still
     // counted, on the shared overflow counters.

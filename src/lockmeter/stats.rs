@@ -163,7 +163,7 @@ pub fn snapshot() -> Vec<SiteStats> {
 
 /// One site's figures by name, as [`snapshot`] has them (for tests: reads one site
 /// instead of all of them).
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(super) fn snapshot_of(name: &str) -> Option<SiteStats> {
     let site = registry()
         .lock()
@@ -216,7 +216,7 @@ pub(super) fn estimate(sum: u64, timed: u64, total: u64) -> u64 {
 }
 
 /// A duration for the table: ns below a microsecond, then us, then ms.
-pub(super) fn us(ns: f64) -> String {
+fn us(ns: f64) -> String {
     if ns >= 1e6 {
         format!("{:.1}ms", ns / 1e6)
     } else if ns >= 1e3 {

@@ -75,7 +75,7 @@ pub(crate) fn push_burst_or_wait<H>(
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
-pub(super) fn push_burst_wait_slow<H>(
+fn push_burst_wait_slow<H>(
     h: &mut H,
     strategy: impl Fn(&H) -> WaitStrategy,
     timeout: Duration,
@@ -226,7 +226,7 @@ pub(crate) fn wait_after_miss<H, R>(
 }
 
 #[inline(always)]
-pub(super) fn spin_once() {
+fn spin_once() {
     #[cfg(not(loom))]
     core::hint::spin_loop();
     #[cfg(loom)]
@@ -234,7 +234,7 @@ pub(super) fn spin_once() {
 }
 
 #[inline(always)]
-pub(super) fn yield_once() {
+fn yield_once() {
     #[cfg(not(loom))]
     std::thread::yield_now();
     #[cfg(loom)]

@@ -164,7 +164,7 @@ pub(crate) fn poll_async<H, R>(
 #[cfg(feature = "async")]
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
-pub(super) fn poll_async_slow<H, R>(
+fn poll_async_slow<H, R>(
     h: &mut H,
     key: &mut Option<u64>,
     yielded: &mut u32,

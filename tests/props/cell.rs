@@ -2,6 +2,8 @@
 //! ("wrote" is exactly "the value differed"; the value after is the one assigned) over random
 //! operation sequences.
 
+#![cfg(not(loom))]
+
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 use flowline::cell::{assign_unless_equal, assign_unless_equal_volatile, AssignUnlessEqual};

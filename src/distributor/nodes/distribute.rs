@@ -86,11 +86,7 @@ where
     /// `distribute`; with `give_back` false (`flush`), reschedules for dropped nodes stay
     /// in the node, uncounted as finished, so the flush does not end while they exist
     /// (the next `distribute` hands them back).
-    pub(super) fn distribute_inner(
-        &mut self,
-        pkts: &mut Vec<T>,
-        give_back: bool,
-    ) -> Result<usize, NoWorkers> {
+    fn distribute_inner(&mut self, pkts: &mut Vec<T>, give_back: bool) -> Result<usize, NoWorkers> {
         debug_assert!(
             self.back.is_empty() && self.sorted.iter().all(Vec::is_empty),
             "emptied by every call, also when it panics"
@@ -473,7 +469,7 @@ where
     /// buckets) to their queues, takes the rest out with the polls that read it (to go
     /// back to the caller merged with what waits here, in the order it was read), and
     /// answers `NoWorkers`.
-    pub(super) fn no_workers(&mut self) -> NoWorkers {
+    fn no_workers(&mut self) -> NoWorkers {
         // Reschedules to other nodes' tags (or to buckets held here) go to their queues
         // first, as in a step with workers; `tag` may panic here, before anything is
         // taken out.

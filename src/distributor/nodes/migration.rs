@@ -302,7 +302,7 @@ where
     /// reschedule after what arrived before it was read, before what arrived after (their
     /// keys). Packets of their flows that arrive later wait behind them. If `tag` panics,
     /// nothing has moved (and the next call looks again).
-    pub(super) fn release_held(&mut self) {
+    fn release_held(&mut self) {
         if self.held.is_empty() {
             return;
         }
@@ -332,7 +332,7 @@ where
     /// this node's copy of the map (its own buckets: held or routed here). The user's
     /// `tag` runs first: if it panics, nothing has moved, and the caller has not adopted
     /// the version yet (it does after this returns; the next call tries again).
-    pub(super) fn resort_pending(&mut self) {
+    fn resort_pending(&mut self) {
         if self.pending_out.iter().all(Vec::is_empty) {
             return;
         }
@@ -352,13 +352,13 @@ where
     }
 
     /// Whether every other node routes by map version `v` (or a later one) now.
-    pub(super) fn all_adopted(&self, v: u64) -> bool {
+    fn all_adopted(&self, v: u64) -> bool {
         (0..self.nodes).all(|o| o == self.id || self.progress.adopted(o) >= v)
     }
 
     /// Whether a packet of `bucket` waits in this node unrouted (from a bridge, or in
     /// the distributor's backlog).
-    pub(super) fn bucket_waiting(&mut self, bucket: usize) -> bool {
+    fn bucket_waiting(&mut self, bucket: usize) -> bool {
         let tag = &mut self.tag;
         self.inbound
             .iter()
@@ -484,7 +484,7 @@ where
     /// packets (a handover's [`Phase::Delivery`]); the targets reached are set to 0, so
     /// that only the heads of the bridges still short of theirs are read (the consumers'
     /// lines).
-    pub(super) fn delivered(&self, targets: &mut [u64]) -> bool {
+    fn delivered(&self, targets: &mut [u64]) -> bool {
         let mut all = true;
         for (o, target) in targets.iter_mut().enumerate() {
             let Some(tx) = self.out[o].as_ref().filter(|_| *target > 0) else {

@@ -209,7 +209,7 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
         self.len == 0
     }
 
-    pub(super) fn raw_runs(&self) -> (*mut [T], *mut [T]) {
+    fn raw_runs(&self) -> (*mut [T], *mut [T]) {
         let c = &*self.consumer;
         let sh = &*c.shared;
         sh.tracker

@@ -165,7 +165,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// line when the caller's crate is built as one code-generation unit: 139 instead of
     /// 113 instructions per push + pop).
     #[inline(never)]
-    pub(super) fn release_after_pops(&mut self) {
+    fn release_after_pops(&mut self) {
         self.release();
     }
 
@@ -238,7 +238,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
 
     /// Moves up to `max` items onto the end of `out` (see `take_stretches`).
     #[inline]
-    pub(super) fn take_onto(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+    fn take_onto(&mut self, out: &mut Vec<T>, max: usize) -> usize {
         self.take_stretches(max, |_, a, b| {
             // SAFETY: `a` and `b` are published, unconsumed items of this ring, in bounds
             // and disjoint from `out`'s buffer; `append_runs` reserves before it moves

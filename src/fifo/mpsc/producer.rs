@@ -319,7 +319,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     }
 }
 
-pub(super) fn ring_len<T>(shared: &Shared<T>) -> usize {
+fn ring_len<T>(shared: &Shared<T>) -> usize {
     // Acquire on head pairs with the consumer's Release store; tail is read Relaxed (a
     // snapshot). Load head first so that tail - head never underflows.
     let head = shared.head.load(Ordering::Acquire);

@@ -66,11 +66,7 @@ impl<T> Producer<T, Wait> {
 
     #[cold]
     #[inline(never)]
-    pub(super) fn push_wait_slow(
-        &mut self,
-        value: T,
-        timeout: Duration,
-    ) -> Result<(), PushWaitError<T>> {
+    fn push_wait_slow(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
         let mut slot = Some(value);
         let r = wait::wait_after_miss(
             self,
@@ -187,7 +183,7 @@ impl<T> Consumer<T, Wait> {
 
     #[cold]
     #[inline(never)]
-    pub(super) fn pop_wait_slow(&mut self, timeout: Duration) -> Result<T, WaitError> {
+    fn pop_wait_slow(&mut self, timeout: Duration) -> Result<T, WaitError> {
         wait::wait_after_miss(
             self,
             self.strategy,
@@ -232,7 +228,7 @@ impl<T> Consumer<T, Wait> {
 
     #[cold]
     #[inline(never)]
-    pub(super) fn pop_burst_wait_slow(
+    fn pop_burst_wait_slow(
         &mut self,
         out: &mut Vec<T>,
         max: usize,

@@ -12,7 +12,7 @@ impl<T: Niche> Consumer<T> {
 
     /// The item `ahead` positions after the next pop, if it is in.
     #[inline(always)]
-    pub(super) fn peek_raw(&self, ahead: usize) -> Option<NonNull<()>> {
+    fn peek_raw(&self, ahead: usize) -> Option<NonNull<()>> {
         // Acquire: pairs with the producer's Release store of this slot when it is a
         // single push or the first slot of a run, and makes the item's contents visible.
         // A run's other slots are stored (Relaxed) before its first slot, and this end
@@ -185,7 +185,7 @@ impl<T: Niche> Consumer<T> {
 
     /// Takes the next item, which `has` said is in.
     #[inline(always)]
-    pub(super) fn take_present(&mut self) -> T {
+    fn take_present(&mut self) -> T {
         match self.peek_raw(0) {
             Some(raw) => self.take(raw),
             // `has(n)` found the next n slots full, and only this end empties slots: this

@@ -61,7 +61,7 @@ pub unsafe trait Niche: Sized {
 
 /// A non-zero address as a pointer without provenance (never dereferenced).
 #[inline(always)]
-pub(super) fn addr_ptr(addr: NonZeroUsize) -> NonNull<()> {
+fn addr_ptr(addr: NonZeroUsize) -> NonNull<()> {
     let p = ptr::null_mut::<u8>().wrapping_add(addr.get()).cast::<()>();
     // SAFETY: the address is `addr`, which is not zero.
     unsafe { NonNull::new_unchecked(p) }
@@ -69,7 +69,7 @@ pub(super) fn addr_ptr(addr: NonZeroUsize) -> NonNull<()> {
 
 /// The address of a pointer that `addr_ptr` made.
 #[inline(always)]
-pub(super) fn ptr_addr(raw: NonNull<()>) -> NonZeroUsize {
+fn ptr_addr(raw: NonNull<()>) -> NonZeroUsize {
     // SAFETY: a `NonNull` has a non-zero address.
     unsafe { NonZeroUsize::new_unchecked(raw.as_ptr() as usize) }
 }

@@ -13,7 +13,7 @@ impl<T: Niche> Producer<T> {
     /// Whether the slot `ahead` positions after the next push is empty; if so, so are all
     /// the slots before it, and this end may write them (`ahead` below the capacity).
     #[inline(always)]
-    pub(super) fn is_free(&self, ahead: usize) -> bool {
+    fn is_free(&self, ahead: usize) -> bool {
         // Acquire: pairs with the consumer's Release store of null into this slot. The
         // consumer empties slots in order, so that store comes after its takes (and
         // clears) of every slot before it, and all of them happen before this end
@@ -26,7 +26,7 @@ impl<T: Niche> Producer<T> {
     /// How many of the next `want` slots are free (`want` at most the capacity): they are
     /// a prefix, since the consumer empties slots in order.
     #[inline(always)]
-    pub(super) fn free_upto(&self, want: usize) -> usize {
+    fn free_upto(&self, want: usize) -> usize {
         let mut k = 0;
         while k < want && self.is_free(k) {
             k += 1;
@@ -53,11 +53,7 @@ impl<T: Niche> Producer<T> {
     /// first). If `next` or an item's `into_raw` panics, the items already written are
     /// published, first slot last, on the way out.
     #[inline(always)]
-    pub(super) fn write_run(
-        &mut self,
-        room: usize,
-        mut next: impl FnMut(&Self, usize) -> Option<T>,
-    ) -> usize {
+    fn write_run(&mut self, room: usize, mut next: impl FnMut(&Self, usize) -> Option<T>) -> usize {
         /// Publishes the run (its first slot) when it ends, also on unwind.
         struct Run<'a, T: Niche> {
             producer: &'a mut Producer<T>,

@@ -204,7 +204,7 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
         self.len == 0
     }
 
-    pub(super) fn raw_runs(&self) -> (*mut T, usize, *mut T, usize) {
+    fn raw_runs(&self) -> (*mut T, usize, *mut T, usize) {
         let c = &*self.consumer;
         c.shared
             .tracker

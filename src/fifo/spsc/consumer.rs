@@ -16,7 +16,7 @@ use super::*;
 /// to save the copies; that extra allocation moved the ring's others on the heap, and in
 /// some layouts single items ran at half speed.)
 #[inline(never)]
-pub(super) fn polite_read(
+fn polite_read(
     mut polite: Polite,
     tail: &AtomicUsize,
     cached_tail: usize,
@@ -50,7 +50,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
 
     /// [`available_for`](Self::available_for), with the polite wait allowed or not.
     #[inline(always)]
-    pub(super) fn load_available(&mut self, want: usize, may_wait: bool) -> usize {
+    fn load_available(&mut self, want: usize, may_wait: bool) -> usize {
         let avail = self.cached_tail.wrapping_sub(self.head);
         if avail >= want {
             return avail;
@@ -177,7 +177,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     }
 
     #[inline(always)]
-    pub(super) fn publish_head(&mut self) {
+    fn publish_head(&mut self) {
         self.released = self.head;
         #[cfg(any(test, flowline_lines))]
         {
@@ -197,7 +197,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     ///
     /// [`release_pending`]: Self::release_pending
     #[inline(always)]
-    pub(super) fn consume_one(&mut self) {
+    fn consume_one(&mut self) {
         self.head = self.head.wrapping_add(1);
         // Also release when this pop took the last item this end knows of: a consumer that
         // pops what it saw and then waits for something else leaves nothing pending.
@@ -400,7 +400,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Moves the `n` oldest items (`n` at most what is available) into `f` and releases
     /// their slots with one index store; returns `n`.
     #[inline(always)]
-    pub(super) fn take_with(&mut self, n: usize, mut f: impl FnMut(T)) -> usize {
+    fn take_with(&mut self, n: usize, mut f: impl FnMut(T)) -> usize {
         /// Releases the items taken so far, also when `f` unwinds.
         struct Taken<'a, T, W: WaitMode> {
             consumer: &'a mut Consumer<T, W>,
