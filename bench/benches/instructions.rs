@@ -312,6 +312,51 @@ fn dist_2workers(
     back
 }
 
+/// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
+/// distributor's type without the closure's costs.
+fn dist_boxed_setup() -> (
+    distributor::Distributor<u64>,
+    Vec<distributor::Worker<u64>>,
+    Vec<u64>,
+) {
+    let (d, ws) = distributor::new_boxed(
+        Config {
+            workers: 2,
+            credit: 256,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    (d, ws, packets())
+}
+
+#[library_benchmark]
+#[bench::n(setup = dist_boxed_setup)]
+fn dist_2workers_boxed(
+    (mut d, mut ws, pkts): (
+        distributor::Distributor<u64>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let mut back = 0;
+    for burst in pkts.chunks(32) {
+        input.extend_from_slice(burst);
+        while !input.is_empty() {
+            d.distribute(&mut input).unwrap();
+            for w in ws.iter_mut() {
+                w.recv_burst(&mut b, 64).unwrap();
+                w.done_burst(&mut b).unwrap();
+            }
+        }
+        back += d.collect(&mut out);
+        out.clear();
+    }
+    black_box((d, ws));
+    back
+}
+
 type Node = nodes::NodeDistributor<u64, Tag>;
 /// Each node with its workers, and the packets.
 type Layout = (Vec<(Node, Vec<distributor::Worker<u64>>)>, Vec<u64>);
@@ -432,7 +477,10 @@ fn dist_lines(
     back
 }
 
-library_benchmark_group!(name = dist; benchmarks = dist_2workers, dist_2nodes, dist_lines);
+library_benchmark_group!(
+    name = dist;
+    benchmarks = dist_2workers, dist_2workers_boxed, dist_2nodes, dist_lines
+);
 
 // ---- counters, cells, locks ------------------------------------------------------------------
 

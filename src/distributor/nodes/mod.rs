@@ -121,8 +121,8 @@ mod quiescence;
 pub use super::ownership::{bucket_of, BUCKETS};
 use super::ownership::{default_owner, Ownership, SharedMap};
 use super::{
-    new as new_distributor, Config, ConfigError, Distributor, FlushError, NoWorkers, Worker,
-    DROPPED, LOST,
+    new as new_distributor, BoxTag, Config, ConfigError, Distributor, FlushError, NoWorkers,
+    Worker, DROPPED, LOST,
 };
 use crate::fifo::spsc;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -237,7 +237,7 @@ pub struct BridgeStats {
 
 /// One node's distributor: see the [module documentation](self). Used by one thread (the
 /// node's distributor thread, best pinned to a CPU of that node).
-pub struct NodeDistributor<T, F> {
+pub struct NodeDistributor<T, F = BoxTag<T>> {
     id: usize,
     nodes: usize,
     dist: Distributor<T, F>,
@@ -428,6 +428,50 @@ pub fn new<T, F>(
 where
     F: FnMut(&T) -> u64 + Clone,
 {
+    build(config, || tag.clone())
+}
+
+/// [`new`] with the tag function shared by the nodes and boxed for each ([`BoxTag`]): the
+/// nodes' type is `NodeDistributor<T>`, which a struct can hold as it is.
+///
+/// # Errors
+///
+/// As [`new`].
+///
+/// ```
+/// use flowline::distributor::nodes::{self, NodeDistributor, NodesConfig};
+/// struct Node {
+///     dist: NodeDistributor<u64>,
+/// }
+/// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+/// let nodes: Vec<Node> = nodes::new_boxed(c, |p: &u64| *p)
+///     .unwrap()
+///     .into_iter()
+///     .map(|(dist, _workers)| Node { dist })
+///     .collect();
+/// assert_eq!(nodes[1].dist.id(), 1);
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn new_boxed<T: 'static>(
+    config: NodesConfig,
+    tag: impl Fn(&T) -> u64 + Send + Sync + 'static,
+) -> Result<Vec<(NodeDistributor<T>, Vec<Worker<T>>)>, NodesError> {
+    let tag = Arc::new(tag);
+    build(config, || {
+        let tag = Arc::clone(&tag);
+        Box::new(move |p: &T| tag(p)) as BoxTag<T>
+    })
+}
+
+/// [`new`] with a tag function for each distributor and node from `make_tag`.
+#[allow(clippy::type_complexity)]
+fn build<T, F>(
+    config: NodesConfig,
+    mut make_tag: impl FnMut() -> F,
+) -> Result<Vec<(NodeDistributor<T, F>, Vec<Worker<T>>)>, NodesError>
+where
+    F: FnMut(&T) -> u64,
+{
     let n = config.nodes;
     if n == 0 {
         return Err(NodesError::NoNodes);
@@ -460,7 +504,7 @@ where
                 workers: config.workers_per_node,
                 credit: config.credit,
             },
-            tag.clone(),
+            make_tag(),
         )
         .map_err(NodesError::Distributor)?;
         dist.ownership = Some(map.local(id));
@@ -469,7 +513,7 @@ where
                 id,
                 nodes: n,
                 dist,
-                tag: tag.clone(),
+                tag: make_tag(),
                 out,
                 inb,
                 pending_out: (0..n).map(|_| Vec::new()).collect(),
