@@ -189,7 +189,7 @@ pub(super) struct Lane<T> {
     pub(super) probe: u32,
     pub(super) control: Arc<Control<T>>,
     /// The worker's counters (its handle is in the worker's ring ends).
-    pub(super) stats: Arc<CounterGroup<5>>,
+    pub(super) stats: Arc<CounterGroup<WORKER_FIELDS>>,
     /// Removed for good ([`Distributor::remove_worker`]): not listed, cannot re-join; a
     /// later [`Distributor::add_worker`] may reuse the lane (and its id).
     pub(super) removed: bool,

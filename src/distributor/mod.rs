@@ -124,7 +124,7 @@ use crossbeam_utils::CachePadded;
 
 use flows::{Flow, FlowTable, TagHasher};
 pub use registry::{WorkerInfo, WorkerRegistry};
-use worker::{Control, Parked, Ret};
+use worker::{Control, Parked, Ret, WORKER_FIELDS};
 pub use worker::{Disconnected, NotHeld, Worker, WORKER_STATS};
 
 pub use config::*;
@@ -232,7 +232,7 @@ pub struct Distributor<T, F = BoxTag<T>> {
     /// What stats and control threads read: the workers and their counters.
     registry: WorkerRegistry,
     /// The final counters of the removed workers, summed (published with every roster).
-    removed_totals: [u64; 5],
+    removed_totals: [u64; WORKER_FIELDS],
     /// Whether hand-backs are checked against the tag sent at their position.
     check_order: bool,
     /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
@@ -365,7 +365,7 @@ where
         stats: stats_group.handle(),
         stats_group,
         registry,
-        removed_totals: [0; 5],
+        removed_totals: [0; WORKER_FIELDS],
         check_order: true,
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
@@ -556,7 +556,7 @@ where
     /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// assert_eq!(d.worker_totals().get("returned"), Some(0));
     /// ```
-    pub fn worker_totals(&self) -> GroupSnapshot<5> {
+    pub fn worker_totals(&self) -> GroupSnapshot<6> {
         self.registry.totals()
     }
 }

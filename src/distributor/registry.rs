@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::counter::{CounterGroup, GroupSnapshot};
 use crate::sync::EpochCell;
 
+use super::worker::WORKER_FIELDS;
 use super::WORKER_STATS;
 
 /// One worker as a roster lists it.
@@ -20,7 +21,7 @@ pub(crate) struct Entry {
     pub(crate) id: usize,
     pub(crate) active: bool,
     /// The worker's own counters (one shard, written only by its handle).
-    pub(crate) stats: Arc<CounterGroup<5>>,
+    pub(crate) stats: Arc<CounterGroup<WORKER_FIELDS>>,
 }
 
 /// What the registry holds: the workers that exist, and the final counters of the workers
@@ -28,7 +29,7 @@ pub(crate) struct Entry {
 pub(crate) struct Roster {
     pub(crate) version: u64,
     pub(crate) workers: Vec<Entry>,
-    pub(crate) removed: [u64; 5],
+    pub(crate) removed: [u64; WORKER_FIELDS],
 }
 
 /// A read-only view of a distributor's workers, cheap to clone and to send to a stats or
@@ -69,7 +70,7 @@ pub struct WorkerInfo {
     /// re-joins).
     pub active: bool,
     /// Its counters ([`WORKER_STATS`]) since it was created or added.
-    pub stats: GroupSnapshot<5>,
+    pub stats: GroupSnapshot<6>,
 }
 
 impl WorkerRegistry {
@@ -78,13 +79,13 @@ impl WorkerRegistry {
             roster: Arc::new(EpochCell::new(Roster {
                 version: 0,
                 workers,
-                removed: [0; 5],
+                removed: [0; WORKER_FIELDS],
             })),
         }
     }
 
     /// Publishes the distributor's current view (only the distributor calls this).
-    pub(crate) fn publish(&self, workers: Vec<Entry>, removed: [u64; 5]) {
+    pub(crate) fn publish(&self, workers: Vec<Entry>, removed: [u64; WORKER_FIELDS]) {
         let mut next = Some((workers, removed));
         self.roster.update(|cur| {
             // One writer: the update never retries, so `next` is still there.
@@ -99,7 +100,7 @@ impl WorkerRegistry {
 
     /// The final counters of the removed workers, as published.
     #[cfg(all(test, not(loom)))]
-    pub(crate) fn removed(&self) -> [u64; 5] {
+    pub(crate) fn removed(&self) -> [u64; WORKER_FIELDS] {
         self.roster.read(|r| r.removed)
     }
 
@@ -133,7 +134,7 @@ impl WorkerRegistry {
     /// let (d, _ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
     /// assert_eq!(d.registry().totals().get("returned"), Some(0));
     /// ```
-    pub fn totals(&self) -> GroupSnapshot<5> {
+    pub fn totals(&self) -> GroupSnapshot<6> {
         self.roster.read(|r| {
             let mut total = r.removed;
             for e in &r.workers {
@@ -223,13 +224,14 @@ mod tests {
                 last
             })
         };
-        let mut removed = [0u64; 5];
+        let mut removed = [0u64; WORKER_FIELDS];
         let mut h0 = first.handle();
         for r in 0..rounds {
             // Worker 1 comes, counts, and is removed, its count folded into `removed`.
             let g = Arc::new(CounterGroup::new(WORKER_STATS, 1));
             let mut h = g.handle();
-            let both = |a: &Arc<CounterGroup<5>>, b: &Arc<CounterGroup<5>>| {
+            let both = |a: &Arc<CounterGroup<WORKER_FIELDS>>,
+                        b: &Arc<CounterGroup<WORKER_FIELDS>>| {
                 vec![
                     Entry {
                         id: 0,

@@ -55,7 +55,7 @@ pub(crate) struct Parked<T> {
     /// travels with the ring ends, so the shard stays taken while the worker is away and a
     /// worker that re-joins goes on counting on it (no new handle that could find the
     /// shard still held by a handle about to drop).
-    pub(crate) stats: GroupHandle<5>,
+    pub(crate) stats: GroupHandle<WORKER_FIELDS>,
 }
 
 /// Per-worker state shared with the distributor on the cold path only (leave / join).
@@ -63,12 +63,44 @@ pub(crate) struct Control<T> {
     pub(crate) parked: Mutex<Option<Parked<T>>>,
 }
 
-/// Names of the per-worker statistics, in the order of the worker counter group.
+/// Names of the per-worker statistics, in the order of the worker counter group. Every
+/// packet a worker received is, once it is out of the worker's hands, counted once more:
+/// handed back done (`returned`), `rescheduled`, `dropped`, `lost` (held by a worker
+/// dropped without leaving), or `redistributed` (handed back unprocessed by
+/// [`Worker::leave`], and then received again by another worker). So `received` equals the
+/// other five plus the packets the workers hold.
 ///
 /// ```
-/// assert_eq!(flowline::distributor::WORKER_STATS[0], "received");
+/// use flowline::distributor::{self, Config, WORKER_STATS};
+/// assert_eq!(WORKER_STATS[0], "received");
+/// let (mut d, mut ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+/// d.distribute(&mut vec![5, 5]).unwrap(); // one flow: both to one worker
+/// let mut b = Vec::new();
+/// let i = ws.iter_mut().position(|w| w.recv_burst(&mut b, 8).unwrap() > 0).unwrap();
+/// ws.remove(i).leave(std::mem::take(&mut b)).unwrap(); // both back, unprocessed
+/// let (mut again, mut out) = (Vec::new(), Vec::new());
+/// while d.collect(&mut out) < 2 {
+///     d.distribute(&mut again).unwrap(); // the leave is read: both go to the other worker
+///     if ws[0].recv_burst(&mut b, 8).unwrap() > 0 {
+///         ws[0].done_burst(&mut b).unwrap();
+///     }
+/// }
+/// let t = d.worker_totals();
+/// let [received, returned, rescheduled, dropped, lost, redistributed] = *t.values();
+/// assert_eq!((received, returned, redistributed), (4, 2, 2));
+/// assert_eq!(received, returned + rescheduled + dropped + lost + redistributed);
 /// ```
-pub const WORKER_STATS: [&str; 5] = ["received", "returned", "rescheduled", "dropped", "lost"];
+pub const WORKER_STATS: [&str; 6] = [
+    "received",
+    "returned",
+    "rescheduled",
+    "dropped",
+    "lost",
+    "redistributed",
+];
+
+/// How many statistics a worker has (the length of [`WORKER_STATS`]).
+pub(crate) const WORKER_FIELDS: usize = 6;
 
 /// Index of "received" in [`WORKER_STATS`].
 pub(crate) const RECEIVED: usize = 0;
@@ -76,6 +108,7 @@ pub(crate) const RETURNED: usize = 1;
 pub(crate) const RESCHEDULED: usize = 2;
 pub(crate) const DROPPED: usize = 3;
 pub(crate) const LOST: usize = 4;
+pub(crate) const REDISTRIBUTED: usize = 5;
 
 /// The worker's end of a distributor: one per worker thread.
 ///
@@ -592,6 +625,8 @@ impl<T> Worker<T> {
                 surplus.push(pkt);
                 continue;
             }
+            // Counted before it is published, as in `drop_packet`.
+            self.ends().stats.add(REDISTRIBUTED, 1);
             self.post_quietly(Ret::Unprocessed {
                 at: self.handed,
                 pkt,

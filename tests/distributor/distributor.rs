@@ -809,7 +809,7 @@ fn workers_added_and_removed_under_load_keep_order_and_exactly_once() {
         let registry = registry.clone();
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
-            let mut last = [0u64; 5];
+            let mut last = [0u64; 6];
             let mut reads = 0u64;
             while !stop.load(Ordering::Acquire) {
                 let t = *registry.totals().values();

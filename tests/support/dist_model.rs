@@ -313,6 +313,13 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                 m.received, m.done
             ),
         )?;
+        // Every packet received is held, or counted once more as it left the worker.
+        let v = *totals.values();
+        let held: u64 = m.held.iter().map(|h| h.len() as u64).sum();
+        check(
+            v[0] == v[1..].iter().sum::<u64>() + held,
+            &format!("registry totals {totals:?} do not balance with {held} held"),
+        )?;
     }
 
     // Drain: everyone joins, receives and finishes everything.
