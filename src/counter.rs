@@ -98,6 +98,7 @@ impl ShardsExhausted {
     /// });
     /// assert_eq!(e.shards(), 1);
     /// ```
+    #[must_use]
     pub fn shards(&self) -> usize {
         self.shards
     }
@@ -190,6 +191,7 @@ impl ShardedCounter {
     /// let c = flowline::counter::ShardedCounter::new(8);
     /// assert_eq!(c.shards(), 8);
     /// ```
+    #[must_use]
     pub fn new(writers: usize) -> ShardedCounter {
         check_shards(writers);
         let cpus = cpu_count().min(MAX_SHARDS);
@@ -438,6 +440,7 @@ impl CounterHandle {
     /// let c = Arc::new(flowline::counter::ShardedCounter::new(1));
     /// assert_eq!(c.handle().value(), 0);
     /// ```
+    #[must_use]
     pub fn value(&self) -> u64 {
         self.value
     }
@@ -508,6 +511,7 @@ impl<const N: usize> CounterGroup<N> {
     /// let g = flowline::counter::CounterGroup::new(["rx", "tx"], 1);
     /// assert_eq!(g.names(), &["rx", "tx"]);
     /// ```
+    #[must_use]
     pub fn new(names: [&'static str; N], writers: usize) -> CounterGroup<N> {
         assert!(
             N > 0 && N <= WORDS_PER_LINE - 2,
@@ -534,6 +538,7 @@ impl<const N: usize> CounterGroup<N> {
     /// ```
     /// assert_eq!(flowline::counter::CounterGroup::new(["a"], 1).names(), &["a"]);
     /// ```
+    #[must_use]
     pub fn names(&self) -> &[&'static str; N] {
         &self.names
     }
@@ -580,6 +585,7 @@ impl<const N: usize> CounterGroup<N> {
     /// g.handle().add(0, 1);
     /// assert_eq!(g.snapshot()[0], 1);
     /// ```
+    #[must_use]
     pub fn handle(self: &Arc<Self>) -> GroupHandle<N> {
         match self.try_handle() {
             Ok(h) => h,
@@ -594,6 +600,7 @@ impl<const N: usize> CounterGroup<N> {
     /// let g = flowline::counter::CounterGroup::new(["a", "b"], 3);
     /// assert_eq!(g.snapshot().values(), &[0, 0]);
     /// ```
+    #[must_use]
     pub fn snapshot(&self) -> GroupSnapshot<N> {
         let mut total = [0u64; N];
         for sh in self.shards.iter() {
@@ -737,6 +744,7 @@ impl<const N: usize> GroupHandle<N> {
     /// let g = Arc::new(flowline::counter::CounterGroup::new(["a"], 1));
     /// assert_eq!(g.handle().values(), &[0]);
     /// ```
+    #[must_use]
     pub fn values(&self) -> &[u64; N] {
         &self.values
     }
@@ -787,6 +795,7 @@ impl<const N: usize> GroupSnapshot<N> {
     /// let g = flowline::counter::CounterGroup::new(["a"], 1);
     /// assert_eq!(g.snapshot().get("z"), None);
     /// ```
+    #[must_use]
     pub fn get(&self, name: &str) -> Option<u64> {
         self.names
             .iter()
@@ -800,6 +809,7 @@ impl<const N: usize> GroupSnapshot<N> {
     /// let g = flowline::counter::CounterGroup::new(["a"], 1);
     /// assert_eq!(g.snapshot().values(), &[0]);
     /// ```
+    #[must_use]
     pub fn values(&self) -> &[u64; N] {
         &self.values
     }
@@ -892,7 +902,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "between 1 and")]
     fn zero_shards_panics_with_message() {
-        ShardedCounter::new(0);
+        let _ = ShardedCounter::new(0);
     }
 
     #[test]
@@ -907,7 +917,7 @@ mod tests {
     #[should_panic(expected = "1 to 14 counters")]
     #[cfg(target_arch = "x86_64")]
     fn oversized_group_panics() {
-        CounterGroup::new([""; 15], 1);
+        let _ = CounterGroup::new([""; 15], 1);
     }
 
     #[test]

@@ -126,6 +126,7 @@ impl Signal {
     /// assert_eq!(Signal::from_word(u64::MAX).flags(), 0xff);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn from_word(word: u64) -> Signal {
         Signal(word)
     }
@@ -137,6 +138,7 @@ impl Signal {
     /// assert_eq!(Signal::pack(1, 2).unwrap().word(), (1 << 56) | 2);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn word(self) -> u64 {
         self.0
     }
@@ -148,6 +150,7 @@ impl Signal {
     /// assert_eq!(Signal::pack(0x80, 0).unwrap().flags(), 0x80);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn flags(self) -> u8 {
         (self.0 >> PAYLOAD_BITS) as u8
     }
@@ -159,6 +162,7 @@ impl Signal {
     /// assert_eq!(Signal::pack(0xff, 42).unwrap().payload(), 42);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn payload(self) -> u64 {
         self.0 & MAX_PAYLOAD
     }
@@ -172,6 +176,7 @@ impl Signal {
     /// assert!(!s.has_flags(0b110));
     /// ```
     #[inline]
+    #[must_use]
     pub const fn has_flags(self, mask: u8) -> bool {
         self.flags() & mask == mask
     }
@@ -206,6 +211,7 @@ impl PackError {
     /// use flowline::slot::{Signal, MAX_PAYLOAD};
     /// assert_eq!(Signal::pack(0, u64::MAX).unwrap_err().payload(), u64::MAX);
     /// ```
+    #[must_use]
     pub fn payload(&self) -> u64 {
         self.payload
     }
@@ -253,6 +259,7 @@ impl WaitTimeout {
     /// let s = flowline::slot::Slot::new(3);
     /// assert_eq!(s.wait_for_word(4, Duration::ZERO).unwrap_err().last_word(), 3);
     /// ```
+    #[must_use]
     pub fn last_word(&self) -> u64 {
         self.last_word
     }
@@ -336,6 +343,7 @@ impl Slot {
     /// ```
     /// assert_eq!(flowline::slot::Slot::new(3).load(), 3);
     /// ```
+    #[must_use]
     pub fn new(initial: u64) -> Slot {
         Slot {
             word: CachePadded::new(AtomicU64::new(initial)),
@@ -511,6 +519,7 @@ impl SlotLine {
     /// ```
     /// assert_eq!(flowline::slot::SlotLine::new().load(0), 0);
     /// ```
+    #[must_use]
     pub fn new() -> SlotLine {
         SlotLine {
             words: CachePadded::new(core::array::from_fn(|_| AtomicU64::new(0))),

@@ -25,6 +25,7 @@ use std::path::Path;
 /// ```
 /// assert!(flowline::topology::available_cpus() >= 1);
 /// ```
+#[must_use]
 pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -54,6 +55,7 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// }
 /// ```
 #[inline]
+#[must_use]
 pub fn current_cpu() -> Option<usize> {
     imp::current_cpu()
 }
@@ -247,6 +249,7 @@ impl Topology {
     /// let t = flowline::topology::Topology::single_node(2);
     /// assert_eq!(t.nodes()[0].cpus, [0, 1]);
     /// ```
+    #[must_use]
     pub fn single_node(cpus: usize) -> Topology {
         let cpus: Vec<usize> = (0..cpus.clamp(1, MAX_CPUS)).collect();
         Topology {
@@ -443,6 +446,7 @@ impl Topology {
     /// let t = flowline::topology::Topology::parse_declared("2,3;0,1").unwrap();
     /// assert_eq!(t.nodes()[0].cpus, [2, 3]);
     /// ```
+    #[must_use]
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
@@ -453,6 +457,7 @@ impl Topology {
     /// let t = flowline::topology::Topology::parse_declared("0;1").unwrap();
     /// assert_eq!((t.node_of(0), t.node_of(1), t.node_of(2)), (Some(0), Some(1), None));
     /// ```
+    #[must_use]
     pub fn node_of(&self, cpu: usize) -> Option<usize> {
         self.nodes
             .iter()
@@ -477,6 +482,7 @@ impl Topology {
     /// assert_eq!(t.smt_siblings(1), [1]);
     /// assert!(t.smt_siblings(9).is_empty());
     /// ```
+    #[must_use]
     pub fn smt_siblings(&self, cpu: usize) -> &[usize] {
         match self.siblings.binary_search_by_key(&cpu, |(c, _)| *c) {
             Ok(i) => &self.siblings[i].1,
@@ -490,6 +496,7 @@ impl Topology {
     /// use flowline::topology::{Source, Topology};
     /// assert_eq!(Topology::single_node(1).source(), Source::Fallback);
     /// ```
+    #[must_use]
     pub fn source(&self) -> Source {
         self.source
     }

@@ -32,6 +32,7 @@ const NONE: u8 = u8::MAX;
 /// assert_ne!(bucket_of(7), bucket_of(8));
 /// ```
 #[inline]
+#[must_use]
 pub fn bucket_of(tag: u64) -> usize {
     let mut h = tag ^ (tag >> 30);
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);

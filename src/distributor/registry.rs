@@ -112,6 +112,7 @@ impl WorkerRegistry {
     /// let ids: Vec<usize> = d.registry().workers().iter().map(|w| w.id).collect();
     /// assert_eq!(ids, [0, 1]);
     /// ```
+    #[must_use]
     pub fn workers(&self) -> Vec<WorkerInfo> {
         self.roster.read(|r| {
             r.workers
@@ -134,6 +135,7 @@ impl WorkerRegistry {
     /// let (d, _ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
     /// assert_eq!(d.registry().totals().get("returned"), Some(0));
     /// ```
+    #[must_use]
     pub fn totals(&self) -> GroupSnapshot<6> {
         self.roster.read(|r| {
             let mut total = r.removed;
@@ -153,6 +155,7 @@ impl WorkerRegistry {
     /// let (d, _ws) = distributor::new(Config { workers: 3, credit: 8 }, |p: &u64| *p).unwrap();
     /// assert_eq!(d.registry().active(), 3);
     /// ```
+    #[must_use]
     pub fn active(&self) -> usize {
         self.roster
             .read(|r| r.workers.iter().filter(|e| e.active).count())
@@ -170,6 +173,7 @@ impl WorkerRegistry {
     /// let _w = d.add_worker().unwrap();
     /// assert_eq!(reg.version(), v + 1);
     /// ```
+    #[must_use]
     pub fn version(&self) -> u64 {
         self.roster.read(|r| r.version)
     }

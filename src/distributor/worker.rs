@@ -212,6 +212,7 @@ impl<T> Worker<T> {
     /// let mut w = ws.pop().unwrap();
     /// assert_eq!(w.id(), 0);
     /// ```
+    #[must_use]
     pub fn id(&self) -> usize {
         self.id
     }
@@ -226,6 +227,7 @@ impl<T> Worker<T> {
     /// w.recv_burst(&mut Vec::new(), 8).unwrap();
     /// assert_eq!(w.held(), 2);
     /// ```
+    #[must_use]
     pub fn held(&self) -> usize {
         self.held
     }
@@ -356,6 +358,7 @@ impl<T> Worker<T> {
     /// waiting for a hand-back (so a test can hand one back exactly then). Hidden from the
     /// docs and outside any semver promise.
     #[doc(hidden)]
+    #[must_use]
     pub fn flush_is_asleep(&self) -> bool {
         self.ends_ref().wake.has_sleepers()
     }
@@ -382,6 +385,7 @@ impl<T> Worker<T> {
     /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
     /// assert_eq!(ws[0].wait_strategy(), WaitStrategy::default());
     /// ```
+    #[must_use]
     pub fn wait_strategy(&self) -> WaitStrategy {
         self.ends_ref().rx.wait_strategy()
     }
@@ -414,6 +418,7 @@ impl<T> Worker<T> {
     /// ```
     #[cfg(feature = "async")]
     #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    #[must_use]
     pub fn async_budget(&self) -> u32 {
         self.ends_ref().rx.async_budget()
     }

@@ -193,6 +193,7 @@ pub type MeteredSpinGuard<'a, T, const METERED: bool = true> =
 /// g.push(2);
 /// assert_eq!(g.len(), 2);
 /// ```
+#[must_use = "if unused the lock is released at once"]
 pub struct MeteredGuard<G, const METERED: bool = true> {
     /// Dropped by hand in `Drop`: the lock is released before the hold is recorded.
     guard: ManuallyDrop<G>,

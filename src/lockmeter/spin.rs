@@ -169,6 +169,7 @@ impl<T: fmt::Debug> fmt::Debug for SpinLock<T> {
 ///     s.spawn(|| g.set(1));
 /// });
 /// ```
+#[must_use = "if unused the lock is released at once"]
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
     /// Neither `Send` nor `Sync` by default (a raw pointer); `Sync` is restored below for

@@ -59,6 +59,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { total: 2, hold_total_ns: 30, ..Default::default() };
     /// assert_eq!(s.hold_mean_ns(), 15.0);
     /// ```
+    #[must_use]
     pub fn hold_mean_ns(&self) -> f64 {
         ratio(self.hold_total_ns, self.total)
     }
@@ -69,6 +70,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { contended: 2, wait_total_ns: 10, ..Default::default() };
     /// assert_eq!(s.wait_mean_ns(), 5.0);
     /// ```
+    #[must_use]
     pub fn wait_mean_ns(&self) -> f64 {
         ratio(self.wait_total_ns, self.contended)
     }
@@ -83,6 +85,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { hold_total_ns: 25, elapsed_ns: 100, ..Default::default() };
     /// assert_eq!(s.util(), 0.25);
     /// ```
+    #[must_use]
     pub fn util(&self) -> f64 {
         ratio(self.hold_total_ns, self.elapsed_ns)
     }
@@ -93,6 +96,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { total: 4, contended: 1, ..Default::default() };
     /// assert_eq!(s.contention(), 0.25);
     /// ```
+    #[must_use]
     pub fn contention(&self) -> f64 {
         ratio(self.contended, self.total)
     }
@@ -103,6 +107,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { total: 4, nowait: 3, ..Default::default() };
     /// assert_eq!(s.nowait_rate(), 0.75);
     /// ```
+    #[must_use]
     pub fn nowait_rate(&self) -> f64 {
         ratio(self.nowait, self.total)
     }
@@ -113,6 +118,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { total: 3, rejected: 1, ..Default::default() };
     /// assert_eq!(s.reject_rate(), 0.25);
     /// ```
+    #[must_use]
     pub fn reject_rate(&self) -> f64 {
         ratio(self.rejected, self.total.saturating_add(self.rejected))
     }
@@ -125,6 +131,7 @@ impl SiteStats {
     /// let s = flowline::lockmeter::SiteStats { wait_total_ns: 50, elapsed_ns: 100, cpus: 2, ..Default::default() };
     /// assert_eq!(s.cpu_waiting(), 0.25);
     /// ```
+    #[must_use]
     pub fn cpu_waiting(&self) -> f64 {
         ratio(
             self.wait_total_ns,
@@ -235,6 +242,7 @@ fn us(ns: f64) -> String {
 /// assert!(t.lines().next().unwrap().contains("UTIL"));
 /// assert!(t.contains("table-doc"));
 /// ```
+#[must_use]
 pub fn table() -> String {
     format_table(&snapshot())
 }
@@ -245,6 +253,7 @@ pub fn table() -> String {
 /// let s = flowline::lockmeter::SiteStats { name: "x".into(), total: 1, nowait: 1, ..Default::default() };
 /// assert!(flowline::lockmeter::format_table(&[s]).lines().nth(1).unwrap().ends_with("x"));
 /// ```
+#[must_use]
 pub fn format_table(sites: &[SiteStats]) -> String {
     let mut t = String::from(
         " UTIL    CON      HOLD MEAN(   MAX)       WAIT MEAN(   MAX) (% CPU)      TOTAL NOWAIT   SPIN  RJECT  NAME\n",

@@ -93,6 +93,7 @@ pub(crate) fn register() {
 ///     assert!(!asymmetric);
 /// }
 /// ```
+#[must_use]
 pub fn asymmetric_barriers() -> bool {
     #[cfg(all(target_os = "linux", not(loom), not(miri)))]
     {

@@ -63,7 +63,7 @@ fn single_bulk_and_burst_ops_keep_order() {
             match got.len() {
                 0 => buf.extend(rx.pop()),
                 1 => {
-                    rx.pop_bulk_into(&mut buf, 2);
+                    let _ = rx.pop_bulk_into(&mut buf, 2);
                 }
                 _ => {
                     rx.pop_burst_into(&mut buf, 2);

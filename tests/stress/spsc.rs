@@ -243,7 +243,7 @@ fn niche_boxed_packets_random_ops() {
                     rx.pop_burst_into(&mut buf, k);
                 }
                 _ => {
-                    rx.pop_bulk_into(&mut buf, k.min((n - expect) as usize));
+                    let _ = rx.pop_bulk_into(&mut buf, k.min((n - expect) as usize));
                 }
             }
             if buf.is_empty() {

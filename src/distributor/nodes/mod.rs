@@ -150,6 +150,7 @@ pub const MAX_NODES: usize = 64;
 /// assert!((400..600).contains(&on_0));
 /// ```
 #[inline]
+#[must_use]
 pub fn owner_of(tag: u64, nodes: usize) -> usize {
     default_owner(bucket_of(tag), nodes)
 }

@@ -33,6 +33,7 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
     /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(2).unwrap();
     /// assert_eq!(tx.write_chunk(5).len(), 2);
     /// ```
+    #[must_use]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -44,6 +45,7 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
     /// tx.push(1).unwrap();
     /// assert!(tx.write_chunk(1).is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -195,6 +197,7 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// tx.push(1).unwrap();
     /// assert_eq!(rx.read_chunk(3).len(), 1);
     /// ```
+    #[must_use]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -205,6 +208,7 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// let (_tx, mut rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
     /// assert!(rx.read_chunk(3).is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -227,6 +231,7 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// let c = rx.read_chunk(2);
     /// assert_eq!(c.as_slices(), (&[2][..], &[3][..]));
     /// ```
+    #[must_use]
     pub fn as_slices(&self) -> (&[T], &[T]) {
         let (a, b) = self.raw_runs();
         // SAFETY: the `len` slots from `head` hold published, initialised items of runs

@@ -143,6 +143,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.pop(), None);
     /// ```
     #[inline(always)]
+    #[must_use = "the item is dropped if it is not used"]
     pub fn pop(&mut self) -> Option<T> {
         if self.ready() == 0 {
             return None;
@@ -176,6 +177,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// tx.push(3).unwrap();
     /// assert_eq!(rx.peek(), Some(&3));
     /// ```
+    #[must_use]
     pub fn peek(&mut self) -> Option<&T> {
         if self.ready() == 0 {
             return None;
@@ -261,6 +263,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(&out[..3], &[1, 2, 3]);
     /// ```
     #[inline]
+    #[must_use = "only the first items of `out` hold items: how many is the count"]
     pub fn pop_burst(&mut self, out: &mut [T]) -> usize
     where
         T: Copy,
@@ -289,6 +292,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert!(rx.pop_bulk(&mut out[..2]));
     /// assert_eq!(out[..2], [1, 2]);
     /// ```
+    #[must_use = "`false`: nothing was taken"]
     pub fn pop_bulk(&mut self, out: &mut [T]) -> bool
     where
         T: Copy,
@@ -326,6 +330,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert!(rx.pop_bulk_into(&mut v, 1));
     /// assert_eq!(v, ["a"]);
     /// ```
+    #[must_use = "`false`: nothing was taken"]
     pub fn pop_bulk_into(&mut self, out: &mut Vec<T>, n: usize) -> bool {
         if self.available(n) < n {
             return false;
@@ -352,6 +357,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// chunk.commit_all();
     /// assert!(rx.pop().is_none());
     /// ```
+    #[must_use = "a read chunk releases nothing until it is committed"]
     pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T, W> {
         let len = self.ready_contiguous(n).min(n);
         ReadChunk {
@@ -365,6 +371,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     /// assert_eq!(flowline::fifo::mpsc::channel::<u8>(3).unwrap().1.capacity(), 4);
     /// ```
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.shared.slots
     }
@@ -379,6 +386,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// tx.push(1).unwrap();
     /// assert_eq!(rx.len(), 1);
     /// ```
+    #[must_use]
     pub fn len(&self) -> usize {
         // Relaxed: a snapshot. Never below `head`: this end passed only published runs,
         // whose reservations came before their Acquire-read publications.
@@ -392,6 +400,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
     /// assert_eq!(rx.free(), 4);
     /// ```
+    #[must_use]
     pub fn free(&self) -> usize {
         self.capacity() - self.len()
     }
@@ -402,6 +411,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
     /// assert!(rx.is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -420,6 +430,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// drop(tx2);
     /// assert!(rx.is_abandoned());
     /// ```
+    #[must_use]
     pub fn is_abandoned(&self) -> bool {
         // Acquire: pairs with the producers' Release decrements, so their publications
         // are visible to the loads that follow.

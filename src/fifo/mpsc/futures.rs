@@ -178,6 +178,7 @@ impl<T> Consumer<T, Wait> {
     /// let (_tx, rx) = flowline::fifo::mpsc::waitable::<u32>(8).unwrap();
     /// assert_eq!(rx.async_budget(), flowline::wait::DEFAULT_ASYNC_BUDGET);
     /// ```
+    #[must_use]
     pub fn async_budget(&self) -> u32 {
         self.coop.budget()
     }
@@ -239,6 +240,7 @@ impl<T> Producer<T, Wait> {
     /// let (tx, _rx) = flowline::fifo::mpsc::waitable::<u32>(8).unwrap();
     /// assert_eq!(tx.async_budget(), flowline::wait::DEFAULT_ASYNC_BUDGET);
     /// ```
+    #[must_use]
     pub fn async_budget(&self) -> u32 {
         self.coop.budget()
     }

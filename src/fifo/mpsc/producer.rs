@@ -133,6 +133,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert_eq!(rx.pop(), Some(7));
     /// ```
     #[inline]
+    #[must_use = "a write chunk publishes nothing until it is committed"]
     pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T, W> {
         let (start, len) = self.reserve(n, false);
         WriteChunk {
@@ -152,6 +153,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert_eq!(tx.push_burst(&[1, 2, 3, 4, 5]), 4);
     /// ```
     #[inline]
+    #[must_use = "the items past the count were not pushed"]
     pub fn push_burst(&mut self, items: &[T]) -> usize
     where
         T: Copy,
@@ -172,6 +174,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert!(tx.push_bulk(&[1, 2, 3, 4]));
     /// ```
     #[inline]
+    #[must_use = "`false`: nothing was pushed"]
     pub fn push_bulk(&mut self, items: &[T]) -> bool
     where
         T: Copy,
@@ -257,6 +260,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// ```
     /// assert_eq!(flowline::fifo::mpsc::channel::<u8>(3).unwrap().0.capacity(), 4);
     /// ```
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.shared.slots
     }
@@ -270,6 +274,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// tx.push(1).unwrap();
     /// assert_eq!(tx.len(), 1);
     /// ```
+    #[must_use]
     pub fn len(&self) -> usize {
         ring_len(&self.shared)
     }
@@ -280,6 +285,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// let (tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
     /// assert_eq!(tx.free(), 4);
     /// ```
+    #[must_use]
     pub fn free(&self) -> usize {
         self.capacity() - self.len()
     }
@@ -290,6 +296,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// let (tx, _rx) = flowline::fifo::mpsc::channel::<u8>(4).unwrap();
     /// assert!(tx.is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -301,6 +308,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// drop(rx);
     /// assert!(tx.is_abandoned());
     /// ```
+    #[must_use]
     pub fn is_abandoned(&self) -> bool {
         // Acquire: pairs with the Release store in the consumer's Drop.
         self.shared.cold.consumer_gone.load(Ordering::Acquire)

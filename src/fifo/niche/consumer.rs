@@ -48,6 +48,7 @@ impl<T: Niche> Consumer<T> {
     /// assert_eq!(rx.pop(), None);
     /// ```
     #[inline]
+    #[must_use = "the item is dropped if it is not used"]
     pub fn pop(&mut self) -> Option<T> {
         let raw = self.peek_raw(0)?;
         Some(self.take(raw))
@@ -88,6 +89,7 @@ impl<T: Niche> Consumer<T> {
     /// assert_eq!(rx.pop_burst(&mut out), 2);
     /// ```
     #[inline]
+    #[must_use = "only the first items of `out` hold items: how many is the count"]
     pub fn pop_burst(&mut self, out: &mut [T]) -> usize
     where
         T: Copy,
@@ -142,6 +144,7 @@ impl<T: Niche> Consumer<T> {
     /// assert_eq!(out[..2], [&1, &2]);
     /// ```
     #[inline]
+    #[must_use = "`false`: nothing was taken"]
     pub fn pop_bulk(&mut self, out: &mut [T]) -> bool
     where
         T: Copy,
@@ -168,6 +171,7 @@ impl<T: Niche> Consumer<T> {
     /// assert!(!rx.pop_bulk_into(&mut v, 3));
     /// assert!(rx.pop_bulk_into(&mut v, 2));
     /// ```
+    #[must_use = "`false`: nothing was taken"]
     pub fn pop_bulk_into(&mut self, out: &mut Vec<T>, n: usize) -> bool {
         if n == 0 {
             return true;
@@ -200,6 +204,7 @@ impl<T: Niche> Consumer<T> {
     /// assert_eq!(flowline::fifo::niche::channel::<Box<u8>>(5).unwrap().1.capacity(), 8);
     /// ```
     #[inline]
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.mask + 1
     }
@@ -214,6 +219,7 @@ impl<T: Niche> Consumer<T> {
     /// assert!(!rx.is_empty());
     /// ```
     #[inline]
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.peek_raw(0).is_none()
     }
@@ -229,6 +235,7 @@ impl<T: Niche> Consumer<T> {
     /// assert_eq!(rx.pop(), Some(&1));
     /// assert_eq!(rx.pop(), None);
     /// ```
+    #[must_use]
     pub fn is_abandoned(&self) -> bool {
         // Acquire: pairs with the Release store in the producer's Drop.
         self.shared.producer_gone.load(Ordering::Acquire)

@@ -125,6 +125,7 @@ impl<T: Niche> Producer<T> {
     /// assert_eq!(tx.push_burst(&v[4..]), 0);
     /// ```
     #[inline]
+    #[must_use = "the items past the count were not pushed"]
     pub fn push_burst(&mut self, items: &[T]) -> usize
     where
         T: Copy,
@@ -149,6 +150,7 @@ impl<T: Niche> Producer<T> {
     /// assert!(tx.push_bulk(&[&a, &b]));
     /// ```
     #[inline]
+    #[must_use = "`false`: nothing was pushed"]
     pub fn push_bulk(&mut self, items: &[T]) -> bool
     where
         T: Copy,
@@ -213,6 +215,7 @@ impl<T: Niche> Producer<T> {
     /// assert_eq!(flowline::fifo::niche::channel::<Box<u8>>(5).unwrap().0.capacity(), 8);
     /// ```
     #[inline]
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.mask + 1
     }
@@ -227,6 +230,7 @@ impl<T: Niche> Producer<T> {
     /// assert!(tx.is_full());
     /// ```
     #[inline]
+    #[must_use]
     pub fn is_full(&self) -> bool {
         !self.is_free(0)
     }
@@ -238,6 +242,7 @@ impl<T: Niche> Producer<T> {
     /// drop(rx);
     /// assert!(tx.is_abandoned());
     /// ```
+    #[must_use]
     pub fn is_abandoned(&self) -> bool {
         // Acquire: pairs with the Release store in the consumer's Drop.
         self.shared.consumer_gone.load(Ordering::Acquire)

@@ -271,9 +271,9 @@ fn a_panicking_into_raw_in_a_burst_publishes_what_was_moved() {
         let items = [Unlucky(1), Unlucky(2), Unlucky(13), Unlucky(4)];
         let r = catch_unwind(AssertUnwindSafe(|| {
             if bulk {
-                tx.push_bulk(&items);
+                let _ = tx.push_bulk(&items);
             } else {
-                tx.push_burst(&items);
+                let _ = tx.push_burst(&items);
             }
         }));
         assert!(r.is_err());
@@ -405,7 +405,7 @@ fn two_threads_move_boxed_items_in_order() {
                 }
                 1 => {
                     let m = (n - expect).min(2) as usize;
-                    rx.pop_bulk_into(&mut buf, m);
+                    let _ = rx.pop_bulk_into(&mut buf, m);
                 }
                 _ => buf.extend(rx.pop()),
             }

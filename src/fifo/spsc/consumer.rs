@@ -241,6 +241,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.pop(), None);
     /// ```
     #[inline]
+    #[must_use = "the item is dropped if it is not used"]
     pub fn pop(&mut self) -> Option<T> {
         if self.available_for(1) == 0 {
             return None;
@@ -263,6 +264,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.pop(), Some(5));
     /// ```
     #[inline]
+    #[must_use]
     pub fn peek(&mut self) -> Option<&T> {
         if self.available_for(1) == 0 {
             return None;
@@ -286,6 +288,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert!(rx.is_empty());
     /// ```
     #[inline]
+    #[must_use = "a read chunk releases nothing until it is committed"]
     pub fn read_chunk(&mut self, n: usize) -> ReadChunk<'_, T, W> {
         let len = self.available_for(n).min(n);
         ReadChunk {
@@ -305,6 +308,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(&out[..2], &[1, 2]);
     /// ```
     #[inline(always)]
+    #[must_use = "only the first items of `out` hold items: how many is the count"]
     pub fn pop_burst(&mut self, out: &mut [T]) -> usize
     where
         T: Copy,
@@ -335,6 +339,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert!(rx.pop_bulk(&mut out[..2]));
     /// ```
     #[inline]
+    #[must_use = "`false`: nothing was taken"]
     pub fn pop_bulk(&mut self, out: &mut [T]) -> bool
     where
         T: Copy,
@@ -342,7 +347,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         if self.available_for(out.len()) < out.len() {
             return false;
         }
-        self.pop_burst(out);
+        let _ = self.pop_burst(out);
         true
     }
 
@@ -440,6 +445,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert!(!rx.pop_bulk_into(&mut v, 3));
     /// assert!(rx.pop_bulk_into(&mut v, 2));
     /// ```
+    #[must_use = "`false`: nothing was taken"]
     pub fn pop_bulk_into(&mut self, out: &mut Vec<T>, n: usize) -> bool {
         if self.available_for(n) < n {
             return false;
@@ -474,6 +480,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// use flowline::fifo::spsc::{self, PolitePolling};
     /// assert_eq!(spsc::channel::<u8>(8).unwrap().1.polite(), PolitePolling::LargeReads);
     /// ```
+    #[must_use]
     pub fn polite(&self) -> PolitePolling {
         self.polite_mode
     }
@@ -500,6 +507,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     /// assert!(flowline::fifo::spsc::channel::<u8>(8).unwrap().1.polite_polling());
     /// ```
+    #[must_use]
     pub fn polite_polling(&self) -> bool {
         self.polite.enabled()
     }
@@ -509,6 +517,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     /// assert_eq!(flowline::fifo::spsc::channel::<u8>(5).unwrap().1.capacity(), 8);
     /// ```
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.mask + 1
     }
@@ -521,6 +530,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// tx.push(1).unwrap();
     /// assert_eq!(rx.len(), 1);
     /// ```
+    #[must_use]
     pub fn len(&self) -> usize {
         // Acquire: pairs with the producer's Release `tail` store.
         self.shared
@@ -535,6 +545,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// let (_tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
     /// assert_eq!(rx.free(), 4);
     /// ```
+    #[must_use]
     pub fn free(&self) -> usize {
         self.capacity() - self.len()
     }
@@ -545,6 +556,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// let (_tx, rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
     /// assert!(rx.is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -556,6 +568,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// tx.push(1).unwrap();
     /// assert!(rx.is_full());
     /// ```
+    #[must_use]
     pub fn is_full(&self) -> bool {
         self.free() == 0
     }
@@ -571,6 +584,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert!(rx.is_abandoned());
     /// assert_eq!(rx.pop(), Some(1));
     /// ```
+    #[must_use]
     pub fn is_abandoned(&self) -> bool {
         // Acquire: pairs with the Release store in the producer's Drop, so the final `tail`
         // is visible to the loads that follow.

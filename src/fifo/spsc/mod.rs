@@ -260,6 +260,7 @@ pub const MAX_RELEASE_BATCH: usize = 16;
 /// use flowline::fifo::spsc::release_batch_for;
 /// assert_eq!((release_batch_for(8), release_batch_for(64), release_batch_for(1024)), (1, 8, 16));
 /// ```
+#[must_use]
 pub const fn release_batch_for(slots: usize) -> usize {
     let b = slots / 8;
     if b == 0 {

@@ -97,6 +97,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert_eq!(rx.pop(), Some(0));
     /// ```
     #[inline]
+    #[must_use = "a write chunk publishes nothing until it is committed"]
     pub fn write_chunk(&mut self, n: usize) -> WriteChunk<'_, T, W> {
         let len = self.free_for(n).min(n);
         WriteChunk {
@@ -114,6 +115,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert_eq!(tx.push_burst(&[4, 5, 6]), 1);
     /// ```
     #[inline(always)]
+    #[must_use = "the items past the count were not pushed"]
     pub fn push_burst(&mut self, items: &[T]) -> usize
     where
         T: Copy,
@@ -136,6 +138,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// assert!(tx.push_bulk(&[4]));
     /// ```
     #[inline]
+    #[must_use = "`false`: nothing was pushed"]
     pub fn push_bulk(&mut self, items: &[T]) -> bool
     where
         T: Copy,
@@ -143,7 +146,7 @@ impl<T, W: WaitMode> Producer<T, W> {
         if self.free_for(items.len()) < items.len() {
             return false;
         }
-        self.push_burst(items);
+        let _ = self.push_burst(items);
         true
     }
 
@@ -228,6 +231,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// ```
     /// assert_eq!(flowline::fifo::spsc::channel::<u8>(5).unwrap().0.capacity(), 8);
     /// ```
+    #[must_use]
     pub fn capacity(&self) -> usize {
         self.mask + 1
     }
@@ -240,6 +244,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// tx.push(1).unwrap();
     /// assert_eq!(tx.len(), 1);
     /// ```
+    #[must_use]
     pub fn len(&self) -> usize {
         // Acquire: pairs with the consumer's Release `head` store (a fresh view of it).
         self.tail
@@ -253,6 +258,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// let (tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
     /// assert_eq!(tx.free(), 4);
     /// ```
+    #[must_use]
     pub fn free(&self) -> usize {
         self.capacity() - self.len()
     }
@@ -263,6 +269,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// let (tx, _rx) = flowline::fifo::spsc::channel::<u8>(4).unwrap();
     /// assert!(tx.is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -274,6 +281,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// tx.push(0).unwrap();
     /// assert!(tx.is_full());
     /// ```
+    #[must_use]
     pub fn is_full(&self) -> bool {
         self.free() == 0
     }
@@ -285,6 +293,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// drop(rx);
     /// assert!(tx.is_abandoned());
     /// ```
+    #[must_use]
     pub fn is_abandoned(&self) -> bool {
         // Acquire: pairs with the Release store in the consumer's Drop.
         self.shared.consumer_gone.load(Ordering::Acquire)

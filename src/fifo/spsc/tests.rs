@@ -421,7 +421,7 @@ fn refresh_and_prefetch_only_reads_the_index() {
 #[test]
 fn chunks_wrap_into_two_slices() {
     let (mut tx, mut rx) = channel::<u32>(4).unwrap();
-    tx.push_burst(&[0, 1, 2]);
+    let _ = tx.push_burst(&[0, 1, 2]);
     assert_eq!(rx.pop_burst(&mut [0; 3]), 3);
     // head = tail = 3: a 4-slot chunk is 1 slot at the end + 3 at the start.
     let mut c = tx.write_chunk(4);

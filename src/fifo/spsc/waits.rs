@@ -27,6 +27,7 @@ impl<T> Producer<T, Wait> {
     /// let (tx, _rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(tx.wait_strategy(), flowline::wait::WaitStrategy::default());
     /// ```
+    #[must_use]
     pub fn wait_strategy(&self) -> WaitStrategy {
         self.strategy
     }
@@ -153,6 +154,7 @@ impl<T> Consumer<T, Wait> {
     /// let (_tx, rx) = flowline::fifo::spsc::waitable::<u8>(4).unwrap();
     /// assert_eq!(rx.wait_strategy(), flowline::wait::WaitStrategy::default());
     /// ```
+    #[must_use]
     pub fn wait_strategy(&self) -> WaitStrategy {
         self.strategy
     }
