@@ -283,16 +283,13 @@ fn dist_setup() -> (
     dist_workers(2)
 }
 
-// Per packet: `distribute` of a burst of 32 to two workers, each worker's `recv_burst` and
-// `done_burst`, and the distributor's `collect`.
-#[library_benchmark]
-#[bench::n(setup = dist_setup)]
-fn dist_2workers(
-    (mut d, mut ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
+/// The loop of `dist_2workers`: each burst of 32 distributed, received and handed back by
+/// every worker, then collected.
+#[inline(always)]
+fn two_workers<F: FnMut(&u64) -> u64>(
+    mut d: distributor::Distributor<u64, F>,
+    mut ws: Vec<distributor::Worker<u64>>,
+    pkts: Vec<u64>,
 ) -> usize {
     let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut back = 0;
@@ -310,6 +307,20 @@ fn dist_2workers(
     }
     black_box((d, ws));
     back
+}
+
+// Per packet: `distribute` of a burst of 32 to two workers, each worker's `recv_burst` and
+// `done_burst`, and the distributor's `collect`.
+#[library_benchmark]
+#[bench::n(setup = dist_setup)]
+fn dist_2workers(
+    (d, ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    two_workers(d, ws, pkts)
 }
 
 /// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
@@ -333,28 +344,13 @@ fn dist_boxed_setup() -> (
 #[library_benchmark]
 #[bench::n(setup = dist_boxed_setup)]
 fn dist_2workers_boxed(
-    (mut d, mut ws, pkts): (
+    (d, ws, pkts): (
         distributor::Distributor<u64>,
         Vec<distributor::Worker<u64>>,
         Vec<u64>,
     ),
 ) -> usize {
-    let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
-    let mut back = 0;
-    for burst in pkts.chunks(32) {
-        input.extend_from_slice(burst);
-        while !input.is_empty() {
-            d.distribute(&mut input).unwrap();
-            for w in ws.iter_mut() {
-                w.recv_burst(&mut b, 64).unwrap();
-                w.done_burst(&mut b).unwrap();
-            }
-        }
-        back += d.collect(&mut out);
-        out.clear();
-    }
-    black_box((d, ws));
-    back
+    two_workers(d, ws, pkts)
 }
 
 type Node = nodes::NodeDistributor<u64, Tag>;
