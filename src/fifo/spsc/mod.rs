@@ -198,7 +198,8 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
 /// As [`channel`], for a ring whose ends can also wait: [`Producer::push_wait`],
 /// [`Consumer::pop_wait`] and their burst forms (see [`crate::wait`]). Every publication
 /// of such a ring (one per push, burst or chunk commit) also checks whether the other end
-/// sleeps: a load of a line nobody writes while both ends run, and a predictable branch.
+/// sleeps: a load of a word nobody writes while both ends run, on the line of the index just
+/// stored, and a predictable branch.
 ///
 /// # Errors
 ///
