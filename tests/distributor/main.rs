@@ -1,4 +1,5 @@
-//! The distributor and the multi-node layout: behaviour, errors, leaves and panics, and the migration interleavings step by step.
+//! The distributor and the multi-node layout: behaviour, errors, leaves and panics, and the
+//! migration interleavings step by step.
 
 mod distributor;
 mod nodes;

@@ -1,5 +1,5 @@
-//! Ring behaviours across index wrap, teardown and soundness: items dropped exactly once, nothing read twice, panicking item code contained.
+//! Ring behaviours across index wrap and in teardown: items dropped exactly once, nothing
+//! read twice, panicking item code contained.
 
-mod niche_teardown;
 mod soundness;
 mod wrap;
