@@ -14,6 +14,22 @@
 //! costs one read of the remote line at most, and usually none. Burst operations take as
 //! many items as fit; bulk operations all or nothing; chunks hand out slots to fill or read
 //! in place.
+//!
+//! # Which ring has what
+//!
+//! | operation | `spsc` | `mpsc` | `niche` |
+//! | --- | --- | --- | --- |
+//! | `push`, `pop`, `capacity`, `is_abandoned` | yes | yes | yes |
+//! | bursts and bulk (`push_burst`, `push_burst_iter`, `pop_burst`, `pop_burst_into`, `push_bulk`, `pop_bulk`, ...) | yes | yes | yes |
+//! | `push_burst_from` (moves out of a `Vec`) | yes | not yet | not yet |
+//! | `pop_burst_with` (a closure per item) | yes | not yet | yes |
+//! | `write_chunk`, `read_chunk` (in place) | yes | yes | no: a slot holds an item's pointer form, which only `push` and `pop` convert |
+//! | `peek` | yes | yes | no: a reference to an item needs its pointer form converted, which moves it |
+//! | `len`, `free` | yes | yes | no: there is no shared index to count with |
+//! | `is_empty`, `is_full` | both ends | both ends | the consumer says empty, the producer full: each end sees only its own next slot |
+//! | `release_pending` (lazy release of single pops) | yes | yes | no: a pop frees its slot at once |
+//! | polite polling | yes | no: measured for the SPSC ring only | no |
+//! | waits (`push_wait`, `pop_wait`, ...), async, `Stream` | `waitable` rings | `waitable` rings | not yet: it has no sleepers |
 
 use core::fmt;
 

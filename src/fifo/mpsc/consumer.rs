@@ -416,6 +416,18 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.len() == 0
     }
 
+    /// Whether the ring is full now (a snapshot).
+    ///
+    /// ```
+    /// let (mut tx, rx) = flowline::fifo::mpsc::channel::<u8>(1).unwrap();
+    /// tx.push(1).unwrap();
+    /// assert!(rx.is_full());
+    /// ```
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        self.free() == 0
+    }
+
     /// Whether every producer handle has been dropped: what is in the ring now is all there
     /// will be. Two leaks defeat a drain loop on `is_abandoned() && is_empty()`, which then
     /// spins forever (bound such loops, e.g. with a timeout): a producer handle leaked with

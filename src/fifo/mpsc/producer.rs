@@ -301,6 +301,18 @@ impl<T, W: WaitMode> Producer<T, W> {
         self.len() == 0
     }
 
+    /// Whether the ring is full now (a snapshot).
+    ///
+    /// ```
+    /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<u8>(1).unwrap();
+    /// tx.push(0).unwrap();
+    /// assert!(tx.is_full());
+    /// ```
+    #[must_use]
+    pub fn is_full(&self) -> bool {
+        self.free() == 0
+    }
+
     /// Whether the consumer has been dropped.
     ///
     /// ```
