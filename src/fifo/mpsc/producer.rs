@@ -196,6 +196,43 @@ impl<T, W: WaitMode> Producer<T, W> {
         true
     }
 
+    /// Burst from a `Vec`: moves as many items as fit from the front of `items` into the
+    /// ring (one reservation, published as one run) and returns how many; the items that
+    /// did not fit stay in `items`, in order. Items of any type move as bytes (two copies at
+    /// most, and one more to close the gap when some did not fit): no per-item code runs,
+    /// so nothing can panic half-way.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<String>(2).unwrap();
+    /// let mut v = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+    /// assert_eq!(tx.push_burst_from(&mut v), 2);
+    /// assert_eq!(v, ["c"]);
+    /// assert_eq!(rx.pop().as_deref(), Some("a"));
+    /// ```
+    #[inline]
+    pub fn push_burst_from(&mut self, items: &mut Vec<T>) -> usize {
+        let mut chunk = self.write_chunk(items.len());
+        let n = chunk.len();
+        let rest = items.len() - n;
+        let (a, b) = chunk.as_mut_slices();
+        let src = items.as_mut_ptr();
+        // SAFETY: `MaybeUninit<T>` has the layout of `T`; the chunk's two runs are the `n`
+        // slots this handle reserved (`a.len() + b.len() == n <= items.len()`), disjoint
+        // from the `Vec`'s buffer. The first `n` items are moved into them and the `Vec`
+        // forgets them (`set_len` after the remaining `rest` are moved to its front,
+        // `ptr::copy` allowing the overlap); no code runs in between that could unwind, so
+        // each item is owned exactly once, by the ring or by `items`. `commit(n)`: all `n`
+        // slots were written.
+        unsafe {
+            raw::copy_items(src, a.as_mut_ptr().cast::<T>(), a.len());
+            raw::copy_items(src.add(a.len()), b.as_mut_ptr().cast::<T>(), b.len());
+            ptr::copy(src.add(n), src, rest);
+            items.set_len(rest);
+            chunk.commit(n);
+        }
+        n
+    }
+
     /// Burst from an iterator: reserves as many slots as are free (at most the iterator's
     /// upper size bound), moves items in until either runs out and publishes them; returns
     /// how many. Leftover items stay in the iterator; reserved slots it did not fill are

@@ -326,3 +326,26 @@ fn producers_in_threads_keep_per_producer_order() {
     }
     assert_eq!(next, [n; 3]);
 }
+
+/// `push_burst_from` moves what fits across the wrap point as one run, keeps the rest in
+/// the `Vec` in order, and every item is dropped once (the ring drops what is left in it;
+/// Miri checks the leaks and double drops).
+#[test]
+fn push_burst_from_moves_what_fits_across_the_wrap() {
+    let (mut tx, mut rx) = channel::<String>(4).unwrap();
+    for i in 0..3 {
+        tx.push(i.to_string()).unwrap();
+        assert_eq!(rx.pop().as_deref(), Some(i.to_string().as_str()));
+    }
+    let mut v: Vec<String> = (10..15).map(|i| i.to_string()).collect();
+    assert_eq!(tx.push_burst_from(&mut v), 4);
+    assert_eq!(v, ["14"]);
+    assert_eq!(tx.push_burst_from(&mut v), 0, "full: nothing moves");
+    assert_eq!(v, ["14"]);
+    assert_eq!(rx.pop().as_deref(), Some("10"));
+    assert_eq!(rx.pop().as_deref(), Some("11"));
+    assert_eq!(tx.push_burst_from(&mut v), 1);
+    assert!(v.is_empty());
+    assert_eq!(rx.pop().as_deref(), Some("12"));
+    // "13" and "14" are dropped with the ring.
+}
