@@ -22,7 +22,7 @@
 //! | `push`, `pop`, `capacity`, `is_abandoned` | yes | yes | yes |
 //! | bursts and bulk (`push_burst`, `push_burst_iter`, `pop_burst`, `pop_burst_into`, `push_bulk`, `pop_bulk`, ...) | yes | yes | yes |
 //! | `push_burst_from` (moves out of a `Vec`) | yes | yes | not yet |
-//! | `pop_burst_with` (a closure per item) | yes | not yet | yes |
+//! | `pop_burst_with` (a closure per item) | yes | yes | yes |
 //! | `write_chunk`, `read_chunk` (in place) | yes | yes | no: a slot holds an item's pointer form, which only `push` and `pop` convert |
 //! | `peek` | yes | yes | no: a reference to an item needs its pointer form converted, which moves it |
 //! | `len`, `free` | yes | yes | no: there is no shared index to count with |

@@ -200,19 +200,6 @@ impl<T, W: WaitMode> Consumer<T, W> {
         max: usize,
         mut f: impl FnMut(usize, Stretch<T>, Stretch<T>),
     ) -> usize {
-        /// Publishes `head` when it goes out of scope, if anything was taken.
-        struct Publish<'a, T, W: WaitMode> {
-            consumer: &'a mut Consumer<T, W>,
-            n: usize,
-        }
-        impl<T, W: WaitMode> Drop for Publish<'_, T, W> {
-            fn drop(&mut self) {
-                // (`ready` may have published already, on finding nothing more.)
-                if self.n > 0 {
-                    self.consumer.release_pending();
-                }
-            }
-        }
         let mut g = Publish {
             consumer: self,
             n: 0,
@@ -317,6 +304,47 @@ impl<T, W: WaitMode> Consumer<T, W> {
         // Reserve what is known ready now (more may become ready while taking).
         out.reserve(self.ready().min(max));
         self.take_onto(out, max)
+    }
+
+    /// Burst to a closure: moves up to `max` ready items, oldest first and across runs, into
+    /// `f`, and releases their slots with one index store; returns how many. No
+    /// intermediate buffer. If `f` panics, the items already handed to it stay consumed
+    /// (none is dropped twice) and the others stay in the ring.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(8).unwrap();
+    /// let mut tx2 = tx.clone();
+    /// tx.push_burst(&[1, 2]);
+    /// tx2.push_burst(&[3]);
+    /// let mut sum = 0;
+    /// assert_eq!(rx.pop_burst_with(8, |v| sum += v), 3);
+    /// assert_eq!(sum, 6);
+    /// ```
+    pub fn pop_burst_with(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
+        let mut g = Publish {
+            consumer: self,
+            n: 0,
+        };
+        while g.n < max {
+            let ready = g.consumer.ready().min(max - g.n);
+            if ready == 0 {
+                break;
+            }
+            for _ in 0..ready {
+                let c = &mut *g.consumer;
+                let sh = &*c.shared;
+                sh.tracker.read(sh.pos(c.head));
+                // SAFETY: `ready` counted this slot among the published, unconsumed items
+                // from `head`; it is read once, and `head` moves past it and it is counted
+                // as taken before `f` runs, so the guard releases it even if `f` panics
+                // (it is then never read or dropped again).
+                let v = unsafe { (*sh.slot(c.head)).assume_init_read() };
+                c.head = c.head.wrapping_add(1);
+                g.n += 1;
+                f(v);
+            }
+        }
+        g.n
     }
 
     /// Bulk into a `Vec`: moves exactly `n` items onto `out` and returns `true`, or takes
@@ -477,5 +505,22 @@ impl<T, W: WaitMode> fmt::Debug for Consumer<T, W> {
             .field("capacity", &self.capacity())
             .field("len", &self.len())
             .finish()
+    }
+}
+
+/// Publishes the consumer's `head` when it goes out of scope, if anything was taken: the
+/// end of a burst that moves items out, or an unwind out of it.
+struct Publish<'a, T, W: WaitMode> {
+    consumer: &'a mut Consumer<T, W>,
+    /// Items taken so far.
+    n: usize,
+}
+
+impl<T, W: WaitMode> Drop for Publish<'_, T, W> {
+    fn drop(&mut self) {
+        // (`ready` may have published already, on finding nothing more.)
+        if self.n > 0 {
+            self.consumer.release_pending();
+        }
     }
 }

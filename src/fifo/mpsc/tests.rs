@@ -349,3 +349,36 @@ fn push_burst_from_moves_what_fits_across_the_wrap() {
     assert_eq!(rx.pop().as_deref(), Some("12"));
     // "13" and "14" are dropped with the ring.
 }
+
+/// `pop_burst_with` hands items over in order across runs and the wrap point; when the
+/// closure panics, the items handed over stay consumed and the rest stay in the ring, each
+/// dropped once (Miri checks the leaks and double drops).
+#[test]
+fn pop_burst_with_keeps_the_rest_when_the_closure_panics() {
+    let (mut tx, mut rx) = channel::<String>(4).unwrap();
+    let mut tx2 = tx.clone();
+    for i in 0..3 {
+        tx.push(i.to_string()).unwrap();
+        assert!(rx.pop().is_some());
+    }
+    tx.push("a".to_string()).unwrap();
+    tx2.push("b".to_string()).unwrap();
+    tx.push("c".to_string()).unwrap();
+    let mut got = Vec::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rx.pop_burst_with(8, |s| {
+            let stop = s == "b";
+            got.push(s);
+            assert!(!stop, "the closure panics at b");
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(got, ["a", "b"]);
+    assert_eq!(rx.pop().as_deref(), Some("c"), "c stayed in the ring");
+    tx.push("d".to_string()).unwrap();
+    tx.push("e".to_string()).unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(rx.pop_burst_with(1, |s| rest.push(s)), 1);
+    assert_eq!(rest, ["d"]);
+    // "e" is dropped with the ring.
+}
