@@ -395,13 +395,13 @@ fn make_lane<T>(
     wake: &Arc<CachePadded<Sleepers>>,
 ) -> Result<(Lane<T>, Worker<T>), ConfigError> {
     let (tx, mut wrx) = spsc::waitable(credit).map_err(ConfigError::AllocFailed)?;
-    wrx.set_polite_polling(false);
+    wrx.set_polite(crate::fifo::spsc::PolitePolling::Off);
     let (wdone, mut done_rx) = spsc::channel(credit).map_err(ConfigError::AllocFailed)?;
-    done_rx.set_polite_polling(false);
+    done_rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
     // One more slot than the credit for the leave marker.
     let (wret, mut rx) = spsc::channel(credit + 1).map_err(ConfigError::AllocFailed)?;
     // The distributor polls every lane in turn: a polite pause on one would hold up all.
-    rx.set_polite_polling(false);
+    rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
     let tag_slots = credit.next_power_of_two();
     let mut tags = Vec::new();
     tags.try_reserve_exact(tag_slots).map_err(|_| {

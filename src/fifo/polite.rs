@@ -145,6 +145,7 @@ impl Polite {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn enabled(&self) -> bool {
         self.hold != OFF
     }

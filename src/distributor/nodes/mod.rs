@@ -490,7 +490,7 @@ where
             if from != to {
                 let (p, mut c) = spsc::channel(config.bridge).map_err(NodesError::Bridge)?;
                 // A node's distributor polls its inputs and bridges in turn: no pauses.
-                c.set_polite_polling(false);
+                c.set_polite(crate::fifo::spsc::PolitePolling::Off);
                 tx[from][to] = Some(p);
                 rx[to][from] = Some(c);
             }

@@ -485,33 +485,6 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.polite_mode
     }
 
-    /// [`set_polite`](Self::set_polite) with [`PolitePolling::On`] (`true`: every read may
-    /// wait, single pops included) or [`PolitePolling::Off`] (`false`).
-    ///
-    /// ```
-    /// let (_tx, mut rx) = flowline::fifo::spsc::channel::<u32>(64).unwrap();
-    /// assert!(rx.polite_polling()); // large reads may wait by default
-    /// rx.set_polite_polling(false);
-    /// assert!(!rx.polite_polling());
-    /// ```
-    pub fn set_polite_polling(&mut self, on: bool) {
-        self.set_polite(if on {
-            PolitePolling::On
-        } else {
-            PolitePolling::Off
-        });
-    }
-
-    /// Whether any read may wait politely (the mode is not [`PolitePolling::Off`]).
-    ///
-    /// ```
-    /// assert!(flowline::fifo::spsc::channel::<u8>(8).unwrap().1.polite_polling());
-    /// ```
-    #[must_use]
-    pub fn polite_polling(&self) -> bool {
-        self.polite.enabled()
-    }
-
     /// Slots the ring has.
     ///
     /// ```

@@ -109,7 +109,7 @@ fn polite_channel<T>(
     ends: Result<(Producer<T>, Consumer<T>), CapacityError>,
 ) -> (Producer<T>, Consumer<T>) {
     let (tx, mut rx) = ends.unwrap();
-    rx.set_polite_polling(true);
+    rx.set_polite(crate::fifo::spsc::PolitePolling::On);
     (tx, rx)
 }
 
@@ -223,14 +223,14 @@ fn polite_pauses_happen_only_where_allowed() {
         0,
         "off: large bursts never pause either"
     );
-    rx.set_polite_polling(true);
-    rx.set_polite_polling(false);
+    rx.set_polite(crate::fifo::spsc::PolitePolling::On);
+    rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
     assert_eq!(
         trail(&mut rx, &mut tx, Drain::Pops),
         0,
         "turned on, then off"
     );
-    rx.set_polite_polling(true);
+    rx.set_polite(crate::fifo::spsc::PolitePolling::On);
     assert_eq!(trail(&mut rx, &mut tx, Drain::Pops), 8, "back on");
 }
 
