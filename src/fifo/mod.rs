@@ -24,6 +24,7 @@
 //! | `push_burst_from` (moves out of a `Vec`) | yes | yes | not yet |
 //! | `pop_burst_with` (a closure per item) | yes | yes | yes |
 //! | `write_chunk`, `read_chunk` (in place) | yes | yes | no: a slot holds an item's pointer form, which only `push` and `pop` convert |
+//! | a read chunk's `into_iter` (moves items out one at a time) | yes | yes | no (no chunks) |
 //! | `peek` | yes | yes | no: a reference to an item needs its pointer form converted, which moves it |
 //! | `len`, `free` | yes | yes | no: there is no shared index to count with |
 //! | `is_empty`, `is_full` | both ends | both ends | the consumer says empty, the producer full: each end sees only its own next slot |

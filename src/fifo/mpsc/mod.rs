@@ -157,7 +157,7 @@ mod tests;
 #[cfg(feature = "std")]
 mod waits;
 
-pub use chunks::{ReadChunk, WriteChunk};
+pub use chunks::{ReadChunk, ReadChunkIntoIter, WriteChunk};
 #[cfg(feature = "stream")]
 pub use futures::ItemStream;
 #[cfg(feature = "async")]

@@ -382,3 +382,33 @@ fn pop_burst_with_keeps_the_rest_when_the_closure_panics() {
     assert_eq!(rest, ["d"]);
     // "e" is dropped with the ring.
 }
+
+/// A read chunk's iterator moves items out in order across the wrap point; dropped early,
+/// it releases what it yielded and leaves the rest; forgotten, it still never lets an item
+/// it yielded be read again (each item is dropped once: Miri checks).
+#[test]
+fn read_chunk_into_iter_yields_each_item_once() {
+    let (mut tx, mut rx) = channel::<String>(4).unwrap();
+    for i in 0..3 {
+        tx.push(i.to_string()).unwrap();
+        assert!(rx.pop().is_some());
+    }
+    for s in ["a", "b", "c", "d"] {
+        tx.push(s.to_string()).unwrap();
+    }
+    let mut it = rx.read_chunk(4).into_iter();
+    assert_eq!(it.len(), 4);
+    assert_eq!(it.next().as_deref(), Some("a"));
+    assert_eq!(it.next().as_deref(), Some("b"));
+    drop(it);
+    tx.push("e".to_string()).unwrap();
+    tx.push("f".to_string()).unwrap();
+    assert!(tx.push("g".to_string()).is_err(), "two slots were released");
+    let mut it = rx.read_chunk(1).into_iter();
+    assert_eq!(it.next().as_deref(), Some("c"));
+    assert_eq!(it.next(), None);
+    core::mem::forget(it);
+    let rest: Vec<String> = rx.read_chunk(8).into_iter().collect();
+    assert_eq!(rest, ["d", "e", "f"]);
+    assert_eq!(rx.pop(), None);
+}

@@ -328,3 +328,74 @@ impl<T, W: WaitMode> fmt::Debug for ReadChunk<'_, T, W> {
         f.debug_struct("ReadChunk").field("len", &self.len).finish()
     }
 }
+
+/// The items of a [`ReadChunk`] moved out one at a time, oldest first: the chunk's
+/// `IntoIterator`. Dropping it releases the slots of the items it yielded with one index
+/// store; the items it did not yield stay in the ring. (A forgotten iterator releases
+/// nothing, but the items it yielded are never read again.)
+///
+/// ```
+/// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<String>(4).unwrap();
+/// tx.push("a".to_string()).unwrap();
+/// tx.push("b".to_string()).unwrap();
+/// let mut it = rx.read_chunk(2).into_iter();
+/// assert_eq!(it.next().as_deref(), Some("a"));
+/// drop(it);
+/// assert_eq!(rx.pop().as_deref(), Some("b"));
+/// ```
+pub struct ReadChunkIntoIter<'a, T, W: WaitMode = NoWait> {
+    consumer: &'a mut Consumer<T, W>,
+    /// Items not yet yielded.
+    left: usize,
+}
+
+impl<'a, T, W: WaitMode> IntoIterator for ReadChunk<'a, T, W> {
+    type Item = T;
+    type IntoIter = ReadChunkIntoIter<'a, T, W>;
+
+    fn into_iter(self) -> ReadChunkIntoIter<'a, T, W> {
+        ReadChunkIntoIter {
+            consumer: self.consumer,
+            left: self.len,
+        }
+    }
+}
+
+impl<T, W: WaitMode> Iterator for ReadChunkIntoIter<'_, T, W> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        if self.left == 0 {
+            return None;
+        }
+        let c = &mut *self.consumer;
+        c.shared.tracker.read(c.head & c.mask);
+        // SAFETY: the chunk lent the `left` published items from `head`; this one is read
+        // once: `head` moves past it at once, so no later read of this end sees it again
+        // (the slot is released to the producer by `Drop`, or by this end's next release).
+        let v = unsafe { (*c.slot(c.head)).assume_init_read() };
+        c.head = c.head.wrapping_add(1);
+        self.left -= 1;
+        Some(v)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<T, W: WaitMode> ExactSizeIterator for ReadChunkIntoIter<'_, T, W> {}
+
+impl<T, W: WaitMode> Drop for ReadChunkIntoIter<'_, T, W> {
+    fn drop(&mut self) {
+        self.consumer.release_pending();
+    }
+}
+
+impl<T, W: WaitMode> fmt::Debug for ReadChunkIntoIter<'_, T, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadChunkIntoIter")
+            .field("left", &self.left)
+            .finish()
+    }
+}
