@@ -156,6 +156,35 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
         }
         g.n
     }
+
+    /// Fills every reserved slot with what `f` returns, in order, publishes them and returns
+    /// how many: the safe way to write a chunk without an iterator at hand. If `f` panics,
+    /// the items made before it are published (as [`fill_from_iter`](Self::fill_from_iter)).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(4).unwrap();
+    /// let mut next = 0;
+    /// assert_eq!(tx.write_chunk(3).fill_with(|| { next += 1; next }), 3);
+    /// assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Some(1), Some(2), Some(3)));
+    /// ```
+    pub fn fill_with(self, f: impl FnMut() -> T) -> usize {
+        self.fill_from_iter(&mut core::iter::repeat_with(f))
+    }
+
+    /// Fills every reserved slot with `T::default()`, publishes them and returns how many
+    /// (rtrb's chunks for `T: Default` start out so).
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<[u8; 4]>(4).unwrap();
+    /// assert_eq!(tx.write_chunk(2).fill_default(), 2);
+    /// assert_eq!(rx.pop(), Some([0; 4]));
+    /// ```
+    pub fn fill_default(self) -> usize
+    where
+        T: Default,
+    {
+        self.fill_with(T::default)
+    }
 }
 
 impl<T, W: WaitMode> fmt::Debug for WriteChunk<'_, T, W> {
