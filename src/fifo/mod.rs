@@ -19,7 +19,7 @@
 //!
 //! | operation | `spsc` | `mpsc` | `niche` |
 //! | --- | --- | --- | --- |
-//! | `push`, `pop`, `capacity`, `is_abandoned` | yes | yes | yes |
+//! | `push`, `pop`, `try_pop`, `capacity`, `is_abandoned` | yes | yes | yes |
 //! | bursts and bulk (`push_burst`, `push_burst_iter`, `pop_burst`, `pop_burst_into`, `push_bulk`, `pop_bulk`, ...) | yes | yes | yes |
 //! | `push_burst_from` (moves out of a `Vec`) | yes | yes | not yet |
 //! | `pop_burst_with` (a closure per item) | yes | yes | yes |
@@ -175,6 +175,37 @@ impl fmt::Display for CapacityError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for CapacityError {}
+
+/// Why [`try_pop`](spsc::Consumer::try_pop) took nothing: the ring is empty for now, or it
+/// is empty for good because the producers are gone.
+///
+/// ```
+/// use flowline::fifo::{spsc, PopError};
+/// let (tx, mut rx) = spsc::channel::<u32>(4).unwrap();
+/// assert_eq!(rx.try_pop(), Err(PopError::Empty));
+/// drop(tx);
+/// assert_eq!(rx.try_pop(), Err(PopError::Disconnected));
+/// assert_eq!(PopError::Disconnected.to_string(), "the ring is empty and its producers are gone");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PopError {
+    /// Nothing to take now; the producers may push more.
+    Empty,
+    /// Nothing to take, and nothing will come: every producer is gone.
+    Disconnected,
+}
+
+impl fmt::Display for PopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PopError::Empty => write!(f, "the ring is empty"),
+            PopError::Disconnected => write!(f, "the ring is empty and its producers are gone"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for PopError {}
 
 /// The ends move to their threads with their items and are never shared between threads
 /// (the MPSC producer is `Clone` and `Sync` instead): checked at compile time, so that a

@@ -137,7 +137,7 @@ use crossbeam_utils::CachePadded;
 use super::raw;
 #[cfg(feature = "std")]
 use super::Wait;
-use super::{CapacityError, NoWait, WaitMode};
+use super::{CapacityError, NoWait, PopError, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc, HandleArc};
 #[cfg(feature = "std")]

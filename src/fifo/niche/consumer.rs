@@ -54,6 +54,29 @@ impl<T: Niche> Consumer<T> {
         Some(self.take(raw))
     }
 
+    /// Takes the oldest item, or says why there is none: [`PopError::Empty`] for now, or
+    /// [`PopError::Disconnected`] once the producer is gone and everything it pushed was taken.
+    ///
+    /// ```
+    /// use flowline::fifo::PopError;
+    /// let (mut tx, mut rx) = flowline::fifo::niche::channel::<&u32>(4).unwrap();
+    /// tx.push(&7).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.try_pop(), Ok(&7));
+    /// assert_eq!(rx.try_pop(), Err(PopError::Disconnected));
+    /// ```
+    pub fn try_pop(&mut self) -> Result<T, PopError> {
+        if let Some(v) = self.pop() {
+            return Ok(v);
+        }
+        if !self.is_abandoned() {
+            return Err(PopError::Empty);
+        }
+        // The producers' last items are published before they are gone (Acquire in
+        // `is_abandoned`): look once more.
+        self.pop().ok_or(PopError::Disconnected)
+    }
+
     /// Burst to a closure: moves up to `max` items, oldest first, into `f`, and returns how
     /// many. Each slot is free again before `f` sees its item; if `f` panics, the items it
     /// was handed stay taken (none is dropped twice or lost from the ring's count).

@@ -83,7 +83,7 @@ use core::num::{NonZeroU16, NonZeroU32, NonZeroU8, NonZeroUsize};
 use core::ptr::{self, NonNull};
 
 use super::raw::{slot_at, SlotArray};
-use super::CapacityError;
+use super::{CapacityError, PopError};
 use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::sync::{Arc, HandleArc};
 use alloc::boxed::Box;

@@ -153,7 +153,7 @@ use super::polite::{self, Polite};
 use super::raw;
 #[cfg(feature = "std")]
 use super::Wait;
-use super::{CapacityError, NoWait, WaitMode};
+use super::{CapacityError, NoWait, PopError, WaitMode};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{AccessTracker, Arc, HandleArc};
 #[cfg(feature = "std")]

@@ -684,3 +684,31 @@ fn read_chunk_into_iter_yields_each_item_once() {
     assert_eq!(rest, ["d", "e", "f"]);
     assert_eq!(rx.pop(), None);
 }
+
+/// `try_pop` tells a ring that is empty for now from one whose producer is gone, and never
+/// says `Disconnected` while an item pushed before the producer left is still there.
+#[test]
+fn try_pop_sees_every_item_before_disconnected() {
+    let n: u64 = if cfg!(miri) { 200 } else { 20_000 };
+    let (mut tx, mut rx) = channel::<u64>(16).unwrap();
+    let t = std::thread::spawn(move || {
+        for i in 0..n {
+            while tx.push(i).is_err() {
+                std::thread::yield_now();
+            }
+        }
+    });
+    let mut next = 0;
+    loop {
+        match rx.try_pop() {
+            Ok(v) => {
+                assert_eq!(v, next);
+                next += 1;
+            }
+            Err(PopError::Empty) => std::thread::yield_now(),
+            Err(PopError::Disconnected) => break,
+        }
+    }
+    t.join().unwrap();
+    assert_eq!(next, n);
+}
