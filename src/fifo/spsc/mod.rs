@@ -166,6 +166,8 @@ mod chunks;
 mod consumer;
 #[cfg(feature = "async")]
 mod futures;
+#[cfg(feature = "std")]
+mod io;
 mod producer;
 #[cfg(all(test, not(loom)))]
 mod tests;
