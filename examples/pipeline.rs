@@ -277,11 +277,24 @@ fn main() -> ExitCode {
                 input.push(p);
             }
         }
-        if dist.distribute(&mut input).is_err() {
-            eprintln!("all workers left");
-            break;
+        // Waits (spin, yield, then sleep) while every worker is out of credit, or, once
+        // the input stopped, until something comes back: no spin loop here, so the
+        // distributor leaves the CPU to its workers when threads outnumber CPUs. The
+        // timeouts only bring the loop round for the statistics line.
+        let tick = Duration::from_millis(100);
+        match dist.distribute_wait(&mut input, tick) {
+            Err(WaitError::Disconnected) => {
+                eprintln!("all workers left");
+                break;
+            }
+            Ok(_) | Err(WaitError::Timeout) => {}
         }
-        dist.collect(&mut out);
+        if generating {
+            dist.collect(&mut out);
+        } else {
+            // Nothing to place: wait for hand-backs (Disconnected is seen above next time).
+            let _ = dist.collect_wait(&mut out, tick);
+        }
         for p in out.drain(..) {
             // Order within each current flow. Second-stage flows see a subsequence of their
             // original flow, so positions only have to increase.

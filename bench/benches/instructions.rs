@@ -287,16 +287,29 @@ fn dist_setup() -> (
 /// every worker, then collected.
 #[inline(always)]
 fn two_workers<F: FnMut(&u64) -> u64>(
+    d: distributor::Distributor<u64, F>,
+    ws: Vec<distributor::Worker<u64>>,
+    pkts: Vec<u64>,
+) -> usize {
+    two_workers_with(d, ws, pkts, |d, input| {
+        d.distribute(input).unwrap();
+    })
+}
+
+/// [`two_workers`] with the distributing call given.
+#[inline(always)]
+fn two_workers_with<F: FnMut(&u64) -> u64>(
     mut d: distributor::Distributor<u64, F>,
     mut ws: Vec<distributor::Worker<u64>>,
     pkts: Vec<u64>,
+    mut distribute: impl FnMut(&mut distributor::Distributor<u64, F>, &mut Vec<u64>),
 ) -> usize {
     let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut back = 0;
     for burst in pkts.chunks(32) {
         input.extend_from_slice(burst);
         while !input.is_empty() {
-            d.distribute(&mut input).unwrap();
+            distribute(&mut d, &mut input);
             for w in ws.iter_mut() {
                 w.recv_burst(&mut b, 64).unwrap();
                 w.done_burst(&mut b).unwrap();
@@ -321,6 +334,22 @@ fn dist_2workers(
     ),
 ) -> usize {
     two_workers(d, ws, pkts)
+}
+
+// `dist_2workers` with `distribute_wait` in place of `distribute`: what the waiting form
+// costs while packets can be placed (it never waits here).
+#[library_benchmark]
+#[bench::n(setup = dist_setup)]
+fn dist_2workers_wait(
+    (d, ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    two_workers_with(d, ws, pkts, |d, input| {
+        d.distribute_wait(input, std::time::Duration::MAX).unwrap();
+    })
 }
 
 /// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
@@ -475,7 +504,7 @@ fn dist_lines(
 
 library_benchmark_group!(
     name = dist;
-    benchmarks = dist_2workers, dist_2workers_boxed, dist_2nodes, dist_lines
+    benchmarks = dist_2workers, dist_2workers_wait, dist_2workers_boxed, dist_2nodes, dist_lines
 );
 
 // ---- counters, cells, locks ------------------------------------------------------------------

@@ -66,7 +66,14 @@
 //!
 //! # Example
 //!
+//! Every thread here waits when it cannot go on (spins briefly, yields, then sleeps: see
+//! [`set_wait_strategy`](Distributor::set_wait_strategy)), so the program is as fast with
+//! more threads than cores as with fewer; [`distribute`](Distributor::distribute),
+//! [`collect`](Distributor::collect) and [`Worker::recv_burst`] are the forms that never
+//! wait, for a thread that polls other work too.
+//!
 //! ```
+//! use std::time::Duration;
 //! use flowline::distributor::{self, Config};
 //!
 //! // Packets are (flow, sequence) pairs; the flow is the tag.
@@ -77,7 +84,8 @@
 //!     .map(|mut w| {
 //!         std::thread::spawn(move || {
 //!             let mut burst = Vec::new();
-//!             while w.recv_burst(&mut burst, 32).is_ok() {
+//!             // Ends with `Disconnected` once the distributor is dropped.
+//!             while w.recv_burst_wait(&mut burst, 32, Duration::MAX).is_ok() {
 //!                 for p in burst.drain(..) {
 //!                     w.done(p).unwrap();
 //!                 }
@@ -87,11 +95,15 @@
 //!     .collect();
 //! let mut input: Vec<(u64, u64)> = (0..1000).map(|i| (i % 7, i)).collect();
 //! let mut out = Vec::new();
+//! let timeout = Duration::from_secs(10);
 //! while !input.is_empty() {
-//!     dist.distribute(&mut input).unwrap();
+//!     // Waits while every worker that input needs is out of credit.
+//!     dist.distribute_wait(&mut input, timeout).unwrap();
 //!     dist.collect(&mut out);
 //! }
-//! dist.flush(&mut out, std::time::Duration::from_secs(10)).unwrap();
+//! while dist.in_flight() > 0 {
+//!     dist.collect_wait(&mut out, timeout).unwrap();
+//! }
 //! assert_eq!(out.len(), 1000);
 //! drop(dist); // workers see Disconnected and exit
 //! for t in threads {
@@ -108,6 +120,7 @@ pub mod nodes;
 mod ownership;
 mod registry;
 mod returns;
+mod waits;
 mod worker;
 
 use core::fmt;
@@ -119,7 +132,7 @@ use std::time::{Duration, Instant};
 use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
 use crate::fifo::{spsc, CapacityError, Wait};
 use crate::sync::Backoff;
-use crate::wait::Sleepers;
+use crate::wait::{Sleepers, WaitError, WaitStrategy};
 use crossbeam_utils::CachePadded;
 
 use flows::{Flow, FlowTable, TagHasher};
@@ -240,6 +253,9 @@ pub struct Distributor<T, F = BoxTag<T>> {
     wake: Arc<CachePadded<Sleepers>>,
     /// The flush's first and longest nap.
     naps: (Duration, Duration),
+    /// How [`distribute_wait`](Distributor::distribute_wait) and
+    /// [`collect_wait`](Distributor::collect_wait) wait.
+    strategy: WaitStrategy,
     /// Set when this distributor is one node of a multi-node layout ([`nodes`]): which
     /// tags it owns. Rescheduled packets of tags owned by another node are not routed here
     /// but moved to `exported`, in order, for the node to send over its bridge.
@@ -369,6 +385,7 @@ where
         check_order: true,
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
+        strategy: WaitStrategy::default(),
         ownership: None,
         exported: Vec::new(),
         exported_at: Vec::new(),

@@ -5,3 +5,4 @@ mod distributor;
 mod nodes;
 mod nodes_interleavings;
 mod nodes_reschedule_migration;
+mod waits;

@@ -1,0 +1,207 @@
+//! A distributor with more threads than cores: the generator and the distributor share one
+//! thread and its workers have a thread each. Either every thread waits (`distribute_wait`
+//! and `collect_wait`, workers `recv_burst_wait`) or every thread polls (`distribute` and
+//! `collect` in a loop, workers `recv_burst` in a loop, as a program written without the
+//! waiting calls does). Each run moves the same packets
+//! (bursts of 32 over 1024 flows) and checks that every packet came back once, in order
+//! per flow; the figure is the wall time of the run, from the first packet to the last.
+//!
+//! ```text
+//! cargo run --release -p flowline-bench --example oversubscribed -- [--packets 2000000]
+//!     [--runs 5] [--workers 1,2] [--modes wait,poll]
+//! ```
+//!
+//! Runs of the configurations alternate (placement drifts over time on a shared host);
+//! the output is each configuration's median and range, and each mode's ratio of its
+//! median at the largest worker count to its median at the smallest.
+
+use std::time::{Duration, Instant};
+
+use flowline::distributor::{self, Config};
+use flowline::wait::{WaitError, WaitStrategy};
+
+const FLOWS: u64 = 1024;
+const BURST: usize = 32;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Wait,
+    Poll,
+}
+
+fn run(packets: u64, workers: usize, mode: Mode, strategy: WaitStrategy) -> Duration {
+    let (mut d, ws) = distributor::new(
+        Config {
+            workers,
+            credit: 256,
+        },
+        |p: &u64| *p % FLOWS,
+    )
+    .expect("config");
+    d.set_wait_strategy(strategy);
+    let threads: Vec<_> = ws
+        .into_iter()
+        .map(|mut w| {
+            w.set_wait_strategy(strategy);
+            std::thread::spawn(move || {
+                let mut b = Vec::new();
+                loop {
+                    let got = match mode {
+                        Mode::Wait => w.recv_burst_wait(&mut b, 64, Duration::MAX),
+                        Mode::Poll => w
+                            .recv_burst(&mut b, 64)
+                            .map_err(|_| WaitError::Disconnected),
+                    };
+                    match got {
+                        Ok(_) => w.done_burst(&mut b).expect("held"),
+                        Err(WaitError::Disconnected) => return,
+                        Err(WaitError::Timeout) => unreachable!("no deadline"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut next = 0u64;
+    let mut input: Vec<u64> = Vec::with_capacity(BURST);
+    let mut out: Vec<u64> = Vec::with_capacity(4096);
+    let mut last = vec![None::<u64>; FLOWS as usize];
+    let mut back = 0u64;
+    let mut check = |out: &mut Vec<u64>| {
+        for p in out.drain(..) {
+            let f = (p % FLOWS) as usize;
+            assert!(last[f].is_none_or(|l| l < p), "flow {f} out of order");
+            last[f] = Some(p);
+            back += 1;
+        }
+    };
+    let start = Instant::now();
+    while next < packets || !input.is_empty() {
+        while input.len() < BURST && next < packets {
+            input.push(next);
+            next += 1;
+        }
+        match mode {
+            Mode::Wait => {
+                d.distribute_wait(&mut input, Duration::from_secs(30))
+                    .expect("placed");
+            }
+            Mode::Poll => {
+                d.distribute(&mut input).expect("placed");
+            }
+        }
+        d.collect(&mut out);
+        check(&mut out);
+    }
+    match mode {
+        Mode::Wait => {
+            while d.in_flight() > 0 {
+                d.collect_wait(&mut out, Duration::from_secs(30))
+                    .expect("collected");
+                check(&mut out);
+            }
+        }
+        Mode::Poll => {
+            d.flush(&mut out, Duration::from_secs(30)).expect("flushed");
+        }
+    }
+    check(&mut out);
+    let took = start.elapsed();
+    assert_eq!(back, packets, "every packet back exactly once");
+    drop(d);
+    for t in threads {
+        t.join().expect("worker");
+    }
+    took
+}
+
+fn list<T>(v: &str, f: impl Fn(&str) -> Option<T>) -> Vec<T> {
+    v.split(',')
+        .map(|x| f(x).unwrap_or_else(|| bad(x)))
+        .collect()
+}
+
+fn bad(a: &str) -> ! {
+    eprintln!(
+        "oversubscribed: bad argument {a:?}; use --packets N --runs N --workers 1,2 --modes wait,poll"
+    );
+    std::process::exit(2)
+}
+
+fn main() {
+    let (mut packets, mut runs) = (2_000_000u64, 5usize);
+    let mut workers = vec![1usize, 2];
+    let mut modes = vec![Mode::Wait, Mode::Poll];
+    let mut strategy = WaitStrategy::default();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().map_or_else(|| bad(a), String::as_str);
+        match a.as_str() {
+            "--strategy" => {
+                strategy = match v {
+                    "park" => WaitStrategy::default(),
+                    "yield" => WaitStrategy::SpinYield { spins: 128 },
+                    "spin" => WaitStrategy::Spin,
+                    _ => bad(v),
+                }
+            }
+            "--packets" => packets = v.parse().unwrap_or_else(|_| bad(v)),
+            "--runs" => runs = v.parse().unwrap_or_else(|_| bad(v)),
+            "--workers" => workers = list(v, |x| x.parse().ok().filter(|&w| w > 0)),
+            "--modes" => {
+                modes = list(v, |x| match x {
+                    "wait" => Some(Mode::Wait),
+                    "poll" => Some(Mode::Poll),
+                    _ => None,
+                })
+            }
+            _ => bad(a),
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("oversubscribed: {packets} packets, {runs} runs each, {cpus} CPUs, threads unpinned");
+    let configs: Vec<(Mode, usize)> = modes
+        .iter()
+        .flat_map(|&m| workers.iter().map(move |&w| (m, w)))
+        .collect();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); configs.len()];
+    for _ in 0..runs {
+        for (i, &(m, w)) in configs.iter().enumerate() {
+            times[i].push(run(packets, w, m, strategy));
+        }
+    }
+    let name = |m: Mode| if m == Mode::Wait { "wait" } else { "poll" };
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let mut medians = Vec::new();
+    for (i, &(m, w)) in configs.iter().enumerate() {
+        let v = &mut times[i];
+        let med = median(v);
+        medians.push(med);
+        println!(
+            "{:4} {:2} workers: median {:7.3} s  range {:.3}-{:.3} s",
+            name(m),
+            w,
+            med.as_secs_f64(),
+            v[0].as_secs_f64(),
+            v[v.len() - 1].as_secs_f64()
+        );
+    }
+    let (lo, hi) = (
+        *workers.iter().min().expect("workers"),
+        *workers.iter().max().expect("workers"),
+    );
+    for &m in &modes {
+        let at = |w: usize| {
+            let i = configs.iter().position(|&c| c == (m, w)).expect("config");
+            medians[i].as_secs_f64()
+        };
+        println!(
+            "{}: {hi} workers / {lo} worker(s) = {:.2}x",
+            name(m),
+            at(hi) / at(lo)
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! Waiting on the distributor's side: `distribute_wait` (until credit frees up) and
+//! `collect_wait` (until hand-backs arrive), by a [`WaitStrategy`] on the sleeper slot every
+//! worker notifies after each hand-back (the rings' sleeper protocol, [`crate::wait`]).
+
+use super::*;
+use crate::wait::Step;
+
+impl<T, F> Distributor<T, F>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// Like [`distribute`](Self::distribute), but when it can place nothing of a non-empty
+    /// `pkts` (every packet's worker is out of credit) it waits, by this distributor's
+    /// [`WaitStrategy`] (default: spin briefly, yield, then sleep), until a worker hands
+    /// something back and a packet can be placed, or `timeout` passes (`Duration::MAX`: no
+    /// deadline). Returns how many packets it took out of `pkts`: at least 1 unless `pkts`
+    /// was empty. A distributor thread that uses it leaves the CPU to its workers while
+    /// they are behind, which matters whenever threads outnumber cores.
+    ///
+    /// While packets can be placed it costs what `distribute` costs, and one test of the
+    /// result. Before it sleeps it publishes every staged packet (see
+    /// [`set_batching`](Self::set_batching)) and reads every return ring, so no packet
+    /// waits on a lane while the distributor sleeps.
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] if no worker is active (all left): as with
+    /// [`NoWorkers`] from `distribute`, the backlog is given back at the front of `pkts`.
+    /// [`WaitError::Timeout`] if nothing could be placed in time; `pkts` is as it was.
+    ///
+    /// # Panics
+    ///
+    /// As [`distribute`](Self::distribute).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::distributor::{self, Config};
+    /// use flowline::wait::WaitError;
+    ///
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 4 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// let t = std::thread::spawn(move || {
+    ///     let mut b = Vec::new();
+    ///     while w.recv_burst_wait(&mut b, 4, Duration::MAX).is_ok() {
+    ///         w.done_burst(&mut b).unwrap();
+    ///     }
+    /// });
+    /// // 100 packets through a worker that may hold 4: no spin loop written here.
+    /// let mut input: Vec<u64> = (0..100).collect();
+    /// let mut out = Vec::new();
+    /// while !input.is_empty() {
+    ///     d.distribute_wait(&mut input, Duration::from_secs(10)).unwrap();
+    ///     d.collect(&mut out);
+    /// }
+    /// while d.in_flight() > 0 {
+    ///     d.collect_wait(&mut out, Duration::from_secs(10)).unwrap();
+    /// }
+    /// assert_eq!(out, (0..100).collect::<Vec<u64>>());
+    /// drop(d);
+    /// t.join().unwrap();
+    ///
+    /// // With no worker left, the packets are given back.
+    /// let (mut d, ws) = distributor::new(Config { workers: 1, credit: 4 }, |p: &u64| *p).unwrap();
+    /// drop(ws);
+    /// let mut input = vec![1, 2];
+    /// assert_eq!(d.distribute_wait(&mut input, Duration::MAX), Err(WaitError::Disconnected));
+    /// assert_eq!(input, [1, 2]);
+    /// ```
+    pub fn distribute_wait(
+        &mut self,
+        pkts: &mut Vec<T>,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        match self.distribute(pkts) {
+            Ok(n) if n > 0 || pkts.is_empty() => Ok(n),
+            Ok(_) => self.distribute_wait_slow(pkts, timeout),
+            Err(NoWorkers) => Err(WaitError::Disconnected),
+        }
+    }
+
+    /// [`distribute_wait`](Self::distribute_wait) after a call that placed nothing: out of
+    /// line, so the busy path is `distribute` and one test.
+    #[cold]
+    #[inline(never)]
+    fn distribute_wait_slow(
+        &mut self,
+        pkts: &mut Vec<T>,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        let strategy = self.strategy;
+        crate::wait::wait_after_miss(
+            self,
+            strategy,
+            timeout,
+            |d| {
+                // Everything staged goes out and every return ring is read, so that a
+                // hand-back still unread after this poll is news (see `ready` below).
+                d.settle();
+                match d.distribute(pkts) {
+                    Ok(0) => {
+                        d.settle();
+                        Step::Pending
+                    }
+                    Ok(n) => Step::Ready(n),
+                    Err(NoWorkers) => Step::Closed,
+                }
+            },
+            Self::handed_back,
+            |d| &**d.wake,
+        )
+    }
+
+    /// Like [`collect`](Self::collect), but when nothing has come back yet and packets are
+    /// in flight it waits, by this distributor's [`WaitStrategy`], until a worker hands
+    /// something back or `timeout` passes (`Duration::MAX`: no deadline). While it waits
+    /// it routes the backlog (rescheduled packets, packets a leaving worker handed back)
+    /// and publishes every staged packet. Returns how many packets it moved onto `out`: at
+    /// least 1, or 0 when nothing is in flight (nothing could come back).
+    ///
+    /// # Errors
+    ///
+    /// [`WaitError::Disconnected`] if no worker is active and nothing came back (packets
+    /// still waiting to be routed stay in the backlog: [`flush`](Self::flush) gives them
+    /// back, and so does the next `distribute`); [`WaitError::Timeout`] if nothing came
+    /// back in time.
+    ///
+    /// # Panics
+    ///
+    /// As [`distribute`](Self::distribute): a worker that handed packets back out of order.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut out = Vec::new();
+    /// // Nothing in flight: nothing to wait for.
+    /// assert_eq!(d.collect_wait(&mut out, Duration::MAX), Ok(0));
+    /// d.distribute(&mut vec![1, 2, 3]).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// let t = std::thread::spawn(move || {
+    ///     let mut b = Vec::new();
+    ///     while w.recv_burst_wait(&mut b, 8, Duration::MAX).is_ok() {
+    ///         w.done_burst(&mut b).unwrap();
+    ///     }
+    /// });
+    /// while out.len() < 3 {
+    ///     d.collect_wait(&mut out, Duration::from_secs(10)).unwrap();
+    /// }
+    /// assert_eq!(out, [1, 2, 3]);
+    /// drop(d);
+    /// t.join().unwrap();
+    /// ```
+    pub fn collect_wait(
+        &mut self,
+        out: &mut Vec<T>,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        match self.collect(out) {
+            0 => self.collect_wait_slow(out, timeout),
+            n => Ok(n),
+        }
+    }
+
+    /// [`collect_wait`](Self::collect_wait) after a `collect` that found nothing.
+    #[cold]
+    #[inline(never)]
+    fn collect_wait_slow(
+        &mut self,
+        out: &mut Vec<T>,
+        timeout: Duration,
+    ) -> Result<usize, WaitError> {
+        let strategy = self.strategy;
+        let poll = |d: &mut Self| {
+            d.settle();
+            match d.collect(out) {
+                0 if d.in_flight() == 0 => Step::Ready(0),
+                0 if d.active == 0 => Step::Closed,
+                0 => Step::Pending,
+                n => Step::Ready(n),
+            }
+        };
+        crate::wait::wait_loop(self, strategy, timeout, poll, Self::handed_back, |d| {
+            &**d.wake
+        })
+    }
+
+    /// Publishes every staged packet, routes the backlog (while a worker is active) and
+    /// reads every return ring: afterwards a return ring holds only what a worker handed
+    /// back since.
+    fn settle(&mut self) {
+        if self.active > 0 {
+            // An empty call publishes everything staged and reads every ring. It can find
+            // no worker left only through a leave it reads itself; the backlog it then
+            // gives back goes back where it was, at the front of the backlog.
+            let mut none = Vec::new();
+            if self.distribute(&mut none).is_err() {
+                for p in none.into_iter().rev() {
+                    self.backlog.push_front(p);
+                    self.backlog_at.push_front(0);
+                }
+            }
+        } else {
+            self.poll_returns();
+        }
+    }
+
+    /// Whether any worker has handed something back that the last read did not see: the
+    /// sleeping side's re-check (read-only).
+    fn handed_back(&self) -> bool {
+        self.lanes
+            .iter()
+            .any(|l| !l.done_rx.is_empty() || !l.rx.is_empty())
+    }
+
+    /// Sets how [`distribute_wait`](Self::distribute_wait) and
+    /// [`collect_wait`](Self::collect_wait) wait (default: [`WaitStrategy::default`]).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// use flowline::wait::WaitStrategy;
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.set_wait_strategy(WaitStrategy::SpinYield { spins: 100 });
+    /// assert_eq!(d.wait_strategy(), WaitStrategy::SpinYield { spins: 100 });
+    /// ```
+    pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
+        self.strategy = strategy;
+    }
+
+    /// How [`distribute_wait`](Self::distribute_wait) and
+    /// [`collect_wait`](Self::collect_wait) wait.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// use flowline::wait::WaitStrategy;
+    /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// assert_eq!(d.wait_strategy(), WaitStrategy::default());
+    /// ```
+    #[must_use]
+    pub fn wait_strategy(&self) -> WaitStrategy {
+        self.strategy
+    }
+}
