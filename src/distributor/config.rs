@@ -43,8 +43,9 @@ impl Default for Config {
 /// assert_eq!(e, ConfigError::BadCredit(0));
 /// ```
 pub enum ConfigError {
-    /// `workers` is 0.
-    NoWorkers,
+    /// `workers` is 0 (named apart from [`NoWorkers`], the run-time error of a distributor
+    /// whose workers all left).
+    ZeroWorkers,
     /// `workers` is above [`MAX_WORKERS`].
     TooManyWorkers(usize),
     /// `credit` is 0 or above [`MAX_CREDIT`].
@@ -56,7 +57,7 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::NoWorkers => write!(f, "a distributor needs at least one worker"),
+            ConfigError::ZeroWorkers => write!(f, "a distributor needs at least one worker"),
             ConfigError::TooManyWorkers(n) => {
                 write!(
                     f,

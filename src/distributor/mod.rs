@@ -334,7 +334,7 @@ pub fn new_boxed<T>(
 /// ```
 /// use flowline::distributor::{self, Config, ConfigError};
 /// let r = distributor::new(Config { workers: 0, credit: 8 }, |p: &u64| *p);
-/// assert_eq!(r.err(), Some(ConfigError::NoWorkers));
+/// assert_eq!(r.err(), Some(ConfigError::ZeroWorkers));
 /// ```
 #[allow(clippy::type_complexity)]
 pub fn new<T, F>(config: Config, tag: F) -> Result<(Distributor<T, F>, Vec<Worker<T>>), ConfigError>
@@ -342,7 +342,7 @@ where
     F: FnMut(&T) -> u64,
 {
     if config.workers == 0 {
-        return Err(ConfigError::NoWorkers);
+        return Err(ConfigError::ZeroWorkers);
     }
     if config.workers > MAX_WORKERS {
         return Err(ConfigError::TooManyWorkers(config.workers));

@@ -21,16 +21,16 @@
 //! | --- | --- | --- | --- |
 //! | `push`, `pop`, `try_pop`, `capacity`, `is_abandoned` | yes | yes | yes |
 //! | bursts and bulk (`push_burst`, `push_burst_iter`, `pop_burst`, `pop_burst_into`, `push_bulk`, `pop_bulk`, ...) | yes | yes | yes |
-//! | `push_burst_from` (moves out of a `Vec`) | yes | yes | not yet |
+//! | `push_burst_from` (moves out of a `Vec`) | yes | yes | yes |
 //! | `pop_burst_with` (a closure per item) | yes | yes | yes |
 //! | `write_chunk`, `read_chunk` (in place) | yes | yes | no: a slot holds an item's pointer form, which only `push` and `pop` convert |
 //! | a read chunk's `into_iter` (moves items out one at a time) | yes | yes | no (no chunks) |
 //! | `peek` | yes | yes | no: a reference to an item needs its pointer form converted, which moves it |
 //! | `len`, `free` | yes | yes | no: there is no shared index to count with |
 //! | `is_empty`, `is_full` | both ends | both ends | the consumer says empty, the producer full: each end sees only its own next slot |
-//! | `release_pending` (lazy release of single pops) | yes | yes | no: a pop frees its slot at once |
+//! | lazy release of single pops (`set_lazy_release`, `release_pending`; off by default) | yes | yes | no: a pop frees its slot by writing it |
 //! | `io::Write` / `io::Read` for rings of `u8` (`std`) | yes | yes | no: `u8` cannot travel as a pointer |
-//! | polite polling | yes | no: measured for the SPSC ring only | no |
+//! | polite polling (`set_polite`; off by default) | yes | no: measured for the SPSC ring only | no |
 //! | waits (`push_wait`, `pop_wait`, ...), async, `Stream` | `waitable` rings | `waitable` rings | not yet: it has no sleepers |
 
 use core::fmt;
@@ -207,6 +207,57 @@ impl fmt::Display for PopError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for PopError {}
+
+/// Why a [`push`](spsc::Producer::push) did not place its item: the ring is full. The
+/// item is given back ([`into_inner`](PushError::into_inner)). A push does not look
+/// whether the consumer is gone (that would cost every push a load): while there is room
+/// it succeeds, and the item is dropped with the ring; `is_abandoned` tells.
+///
+/// ```
+/// use flowline::fifo::{spsc, PushError};
+/// let (mut tx, _rx) = spsc::channel::<String>(1).unwrap();
+/// tx.push("a".to_string())?;
+/// let e = tx.push("b".to_string()).unwrap_err();
+/// assert_eq!(e, PushError::Full("b".to_string()));
+/// assert_eq!(e.to_string(), "the ring is full");
+/// assert_eq!(e.into_inner(), "b");
+/// # Ok::<(), PushError<String>>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PushError<T> {
+    /// No free slot now; the item is here.
+    Full(T),
+}
+
+impl<T> PushError<T> {
+    /// The item the push gave back.
+    #[must_use]
+    pub fn into_inner(self) -> T {
+        match self {
+            PushError::Full(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for PushError<T> {
+    /// Names the error, not the item (which need not be `Debug`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushError::Full(_) => f.write_str("Full(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for PushError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushError::Full(_) => write!(f, "the ring is full"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl<T> std::error::Error for PushError<T> {}
 
 /// The ends move to their threads with their items and are never shared between threads
 /// (the MPSC producer is `Clone` and `Sync` instead): checked at compile time, so that a

@@ -54,7 +54,7 @@ pub(crate) const MIN_HOLD: u16 = 2;
 pub(crate) const MAX_HOLD: u16 = 4096;
 
 /// Bytes of items a read must ask for to wait politely under
-/// [`PolitePolling::LargeReads`] (the default): 4 lines of 64 bytes. A read that asks for
+/// [`PolitePolling::LargeReads`]: 4 lines of 64 bytes. A read that asks for
 /// less moves a line or two per transfer of the index line anyway, and a wait (about 300 ns
 /// on this project's test machine) then costs more than the transfer it saves.
 pub(crate) const LARGE_READ_BYTES: usize = 256;
@@ -65,19 +65,19 @@ pub(crate) const LARGE_READ_BYTES: usize = 256;
 /// ```
 /// use flowline::fifo::spsc::{self, PolitePolling};
 /// let (_tx, mut rx) = spsc::channel::<u64>(64).unwrap();
-/// assert_eq!(rx.polite(), PolitePolling::LargeReads); // the default
-/// rx.set_polite(PolitePolling::Off);
-/// assert_eq!(rx.polite(), PolitePolling::Off);
+/// assert_eq!(rx.polite(), PolitePolling::Off); // the default
+/// rx.set_polite(PolitePolling::LargeReads);
+/// assert_eq!(rx.polite(), PolitePolling::LargeReads);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum PolitePolling {
     /// No read waits: every call that finds its cached view used up reads the producer's
-    /// index at once.
+    /// index at once. The default.
+    #[default]
     Off,
     /// Reads that ask for at least 256 bytes of items (32 `u64`s, 4 packets of 64 bytes;
     /// one item if it is that large) may wait; single pops and small bursts of small items
-    /// never do. The default.
-    #[default]
+    /// never do.
     LargeReads,
     /// Every read may wait, single pops included.
     On,

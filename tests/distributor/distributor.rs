@@ -38,7 +38,7 @@ fn bad_configs_are_errors() {
             workers: 0,
             credit: 8
         }),
-        Some(ConfigError::NoWorkers)
+        Some(ConfigError::ZeroWorkers)
     );
     assert_eq!(
         e(Config {

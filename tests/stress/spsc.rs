@@ -170,7 +170,7 @@ fn forwarding_cycle_over_full_rings_runs_with_release_pending() {
                 rx.release_pending();
                 let mut v = v;
                 while let Err(back) = tx.push(v) {
-                    v = back;
+                    v = back.into_inner();
                     assert!(
                         progress.elapsed().as_secs() < 10,
                         "forwarding cycle stalled"

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use crate::harness::{pin, Impl, Metric, Report, CPU_A, CPU_B};
 use crate::spsc::{self, advance, measure, RING};
 
-fn flowline(n: u64, burst: usize) -> f64 {
+/// `fifo::mpsc` at `burst`; `lazy`: lazy release of single pops on.
+fn flowline(n: u64, burst: usize, lazy: bool) -> f64 {
     let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u64>(RING).unwrap();
     advance(|v| tx.push(v).is_ok(), || rx.pop());
+    rx.set_lazy_release(lazy);
     if burst == 1 {
         measure(
             n,
@@ -115,8 +117,11 @@ pub fn run(r: &mut Report) {
             (false, 1) => 4 << 20,
             (false, _) => 16 << 20,
         };
-        let impls: Vec<Impl> = vec![
-            ("flowline", Box::new(move || vec![flowline(n, burst)])),
+        let mut impls: Vec<Impl> = vec![
+            (
+                "flowline",
+                Box::new(move || vec![flowline(n, burst, false)]),
+            ),
             (
                 "flowline_spsc",
                 Box::new(move || {
@@ -134,6 +139,22 @@ pub fn run(r: &mut Report) {
             ("std", Box::new(move || vec![spsc::std_channel(n, burst)])),
             ("mutex", Box::new(move || vec![spsc::mutex(n, burst)])),
         ];
+        let mut ratios = vec![
+            ("flowline", "flowline_spsc"),
+            ("flowline", "crossbeam"),
+            ("flowline", "std"),
+            ("flowline", "mutex"),
+        ];
+        if burst == 1 {
+            impls.insert(
+                1,
+                (
+                    "flowline_lazy",
+                    Box::new(move || vec![flowline(n, burst, true)]),
+                ),
+            );
+            ratios.insert(1, ("flowline", "flowline_lazy"));
+        }
         r.scenario(
             &format!("mpsc_r{RING}_burst{burst}"),
             &[Metric {
@@ -142,12 +163,7 @@ pub fn run(r: &mut Report) {
                 higher_is_better: true,
             }],
             impls,
-            &[
-                ("flowline", "flowline_spsc"),
-                ("flowline", "crossbeam"),
-                ("flowline", "std"),
-                ("flowline", "mutex"),
-            ],
+            &ratios,
         );
     }
 

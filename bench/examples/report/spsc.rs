@@ -14,9 +14,10 @@
 //! `spsc_paced40ns_latency` and `spsc_paced100ns_latency`: the producer pushes one item
 //! every 40 (100) ns, stamped with the TSC, and the consumer's p50 and p99 of push-to-pop
 //! time (lower is better), for `fifo::spsc` by default and with polite polling on for
-//! every read (`flowline_polite`), and rtrb. At bursts of 8 and 32, `flowline` is the
-//! ring's default (polite polling for reads of 256 bytes or more: bursts of 32 `u64`s,
-//! not of 8), `flowline_polite` pauses every read and `flowline_off` none.
+//! every read (`flowline_polite`), and rtrb. At burst 1, `flowline_lazy` releases single
+//! pops' slots in groups (`set_lazy_release(true)`). At bursts of 8 and 32, `flowline` is
+//! the ring's default (no polite polling), `flowline_large` pauses reads of 256 bytes or
+//! more (bursts of 32 `u64`s, not of 8) and `flowline_polite` every read.
 //! `flowline_niche` is the index-free ring (`fifo::niche`, `NonZeroU64` items: item `v`
 //! travels as `v + 1`) in the same scenarios, single `push`/`pop` at burst 1 and its
 //! slice bursts (`push_burst`/`pop_burst`) at 8 and 32.
@@ -155,8 +156,7 @@ where
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-/// `fifo::spsc` at `burst`, with polite polling in `mode` (the ring's default:
-/// `LargeReads`, which pauses reads of 32 `u64`s and not those of 8).
+/// `fifo::spsc` at `burst`, with polite polling in `mode` (the ring's default: `Off`).
 pub fn flowline(n: u64, burst: usize, mode: PolitePolling) -> f64 {
     let (mut tx, mut rx) = flowline_ring(mode);
     let items = itemwise();
@@ -274,15 +274,26 @@ pub fn single<P: Send, C: Send>(
     n as f64 / elapsed.as_secs_f64() / 1e6
 }
 
-/// Single items; `polite`: polite polling on for every read (else the default, under which
-/// single pops of `u64`s never pause).
-pub fn flowline_single(n: u64, placement: Placement, polite: bool) -> f64 {
-    let mode = if polite {
+/// How a single-item scenario sets up its `fifo::spsc` consumer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Single {
+    /// The ring's defaults.
+    Default,
+    /// Polite polling on for every read.
+    Polite,
+    /// Lazy release of single pops on.
+    Lazy,
+}
+
+/// Single items through a `fifo::spsc` ring set up as `how` says.
+pub fn flowline_single(n: u64, placement: Placement, how: Single) -> f64 {
+    let mode = if how == Single::Polite {
         PolitePolling::On
     } else {
         PolitePolling::default()
     };
-    let (tx, rx) = flowline_ring(mode);
+    let (tx, mut rx) = flowline_ring(mode);
+    rx.set_lazy_release(how == Single::Lazy);
     single(n, tx, rx, placement, |t, v| t.push(v).is_ok(), |r| r.pop())
 }
 
@@ -721,11 +732,15 @@ pub fn run(r: &mut Report) {
             vec![
                 (
                     "flowline_stack",
-                    Box::new(move || vec![flowline_single(n, Placement::Stack, false)]),
+                    Box::new(move || vec![flowline_single(n, Placement::Stack, Single::Default)]),
+                ),
+                (
+                    "flowline_lazy_stack",
+                    Box::new(move || vec![flowline_single(n, Placement::Stack, Single::Lazy)]),
                 ),
                 (
                     "flowline_polite_stack",
-                    Box::new(move || vec![flowline_single(n, Placement::Stack, true)]),
+                    Box::new(move || vec![flowline_single(n, Placement::Stack, Single::Polite)]),
                 ),
                 (
                     "rtrb_stack",
@@ -733,11 +748,15 @@ pub fn run(r: &mut Report) {
                 ),
                 (
                     "flowline_boxed",
-                    Box::new(move || vec![flowline_single(n, Placement::Boxed, false)]),
+                    Box::new(move || vec![flowline_single(n, Placement::Boxed, Single::Default)]),
+                ),
+                (
+                    "flowline_lazy_boxed",
+                    Box::new(move || vec![flowline_single(n, Placement::Boxed, Single::Lazy)]),
                 ),
                 (
                     "flowline_polite_boxed",
-                    Box::new(move || vec![flowline_single(n, Placement::Boxed, true)]),
+                    Box::new(move || vec![flowline_single(n, Placement::Boxed, Single::Polite)]),
                 ),
                 (
                     "rtrb_boxed",
@@ -756,15 +775,15 @@ pub fn run(r: &mut Report) {
             vec![
                 (
                     "flowline",
+                    Box::new(move || vec![flowline(n, burst, PolitePolling::Off)]),
+                ),
+                (
+                    "flowline_large",
                     Box::new(move || vec![flowline(n, burst, PolitePolling::LargeReads)]),
                 ),
                 (
                     "flowline_polite",
                     Box::new(move || vec![flowline(n, burst, PolitePolling::On)]),
-                ),
-                (
-                    "flowline_off",
-                    Box::new(move || vec![flowline(n, burst, PolitePolling::Off)]),
                 ),
                 ("rtrb", Box::new(move || vec![rtrb(n, burst)])),
                 ("flowline_niche", Box::new(move || vec![niche(n, burst)])),
@@ -777,6 +796,8 @@ pub fn run(r: &mut Report) {
             vec![
                 ("flowline_stack", "rtrb_stack"),
                 ("flowline_boxed", "rtrb_boxed"),
+                ("flowline_stack", "flowline_lazy_stack"),
+                ("flowline_boxed", "flowline_lazy_boxed"),
                 ("flowline_stack", "flowline_polite_stack"),
                 ("flowline_boxed", "flowline_polite_boxed"),
                 ("flowline_niche_stack", "rtrb_stack"),
@@ -790,8 +811,8 @@ pub fn run(r: &mut Report) {
         } else {
             vec![
                 ("flowline", "rtrb"),
+                ("flowline", "flowline_large"),
                 ("flowline", "flowline_polite"),
-                ("flowline", "flowline_off"),
                 ("flowline_niche", "rtrb"),
                 ("flowline", "crossbeam"),
                 ("flowline", "std"),

@@ -398,7 +398,13 @@ pub fn run(r: &mut Report) {
             ),
             (
                 "flowline",
-                Box::new(move || vec![crate::spsc::flowline_single(n1, Placement::Stack, false)]),
+                Box::new(move || {
+                    vec![crate::spsc::flowline_single(
+                        n1,
+                        Placement::Stack,
+                        crate::spsc::Single::Default,
+                    )]
+                }),
             ),
             (
                 "flowline_waitable",

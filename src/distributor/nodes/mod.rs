@@ -419,7 +419,7 @@ impl std::error::Error for MigrateError {}
 /// use flowline::distributor::nodes::{self, NodesConfig, NodesError};
 /// use flowline::distributor::ConfigError;
 /// let c = NodesConfig { nodes: 2, workers_per_node: 0, credit: 8, bridge: 8 };
-/// assert_eq!(nodes::new(c, |p: &u64| *p).err(), Some(NodesError::Distributor(ConfigError::NoWorkers)));
+/// assert_eq!(nodes::new(c, |p: &u64| *p).err(), Some(NodesError::Distributor(ConfigError::ZeroWorkers)));
 /// ```
 #[allow(clippy::type_complexity)]
 pub fn new<T, F>(

@@ -113,6 +113,51 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
     }
 
+    /// Turns lazy release of single pops on or off (off by default: every [`pop`](Self::pop)
+    /// releases its slot at once, as crossbeam's queues do). On, single pops release their
+    /// slots in groups of an eighth of the ring, at most
+    /// [`RELEASE_BATCH_MAX`](super::RELEASE_BATCH_MAX), and always when a pop finds
+    /// nothing; each release also clears the descriptors of the runs taken since the last
+    /// one, so single items no longer make the consumer write, once per item, the
+    /// descriptor line a producer writes next. The producers then see up to a group's
+    /// worth fewer free slots until a release, and a thread that stops popping and then
+    /// waits for room must call [`release_pending`](Self::release_pending) first (see
+    /// "Lazy release" in the [module docs](super), with its measurements). Turning it off
+    /// releases what is pending.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(1024).unwrap();
+    /// assert_eq!(rx.release_batch(), 1);
+    /// rx.set_lazy_release(true);
+    /// assert_eq!(rx.release_batch(), 128);
+    /// tx.push_burst(&[0; 1024]);
+    /// rx.pop().unwrap();
+    /// assert!(tx.push(1).is_err()); // the slot is not released yet
+    /// rx.set_lazy_release(false);
+    /// assert!(tx.push(1).is_ok());
+    /// ```
+    pub fn set_lazy_release(&mut self, on: bool) {
+        if on {
+            let slots = self.shared.slots;
+            self.release_batch = (slots / 8).clamp(1, super::RELEASE_BATCH_MAX) as u64;
+        } else {
+            self.release_batch = 1;
+            self.release_pending();
+        }
+    }
+
+    /// How many single pops release their slots together: 1 (each at once) unless lazy
+    /// release is on ([`set_lazy_release`](Self::set_lazy_release)).
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::mpsc::channel::<u32>(64).unwrap();
+    /// assert_eq!(rx.release_batch(), 1);
+    /// ```
+    #[must_use]
+    pub fn release_batch(&self) -> usize {
+        self.release_batch as usize
+    }
+
     /// Releases to the producers the slots that single [`pop`](Self::pop)s consumed and
     /// have not released yet (see "Lazy release" in the [module docs](super)). Bursts,
     /// committed chunks, a pop that finds nothing and dropping this end do it on their
@@ -121,6 +166,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(1024).unwrap();
+    /// rx.set_lazy_release(true);
     /// tx.push_burst(&[0; 1024]);
     /// rx.pop().unwrap();
     /// assert!(tx.push(1).is_err()); // the slot is not released yet

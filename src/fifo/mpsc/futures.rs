@@ -69,7 +69,7 @@ impl<T> sealed::Producer for Producer<T, Wait> {
 
     #[inline(always)]
     fn push_one(&mut self, value: T) -> Result<(), T> {
-        self.push(value)
+        self.push(value).map_err(crate::fifo::PushError::into_inner)
     }
 
     #[inline(always)]

@@ -24,27 +24,30 @@
 //! * producer: the `tail` line (its CAS), 4 data lines, 1 descriptor line; the consumer's
 //!   `head` line only when its cached copy says the ring is full;
 //! * consumer: 1 descriptor line, 4 data lines, and its own `head` line once per call
-//!   (once per group for single pops: see "Lazy release").
+//!   (once per group of single pops with lazy release on: see "Lazy release").
 //!   Per-slot state is never read per item.
 //!
 //! # Lazy release
 //!
 //! Publishing items is immediate: every push, burst and chunk commit publishes its run.
-//! Releasing slots is immediate for bursts, bulk pops and read chunks (one `head` store per
-//! call), but single [`pop`](Consumer::pop)s release their slots in groups of an eighth of
-//! the ring, at most 128 (rings of up to 15 slots release every pop; see
-//! [`RELEASE_BATCH_MAX`] for why not 16 as in `fifo::spsc`), and in any case when a read
-//! finds nothing more published (a pop that finds nothing, a bulk pop or read chunk that
-//! comes up short), in
-//! [`release_pending`](Consumer::release_pending), and when the consumer is dropped. A
-//! release also clears the descriptors of the runs taken since the previous one (a taken
-//! descriptor must never match again, and must be cleared before a producer can reuse it),
-//! so single items no longer make the consumer write the descriptor line that the
-//! producer is writing the next descriptor into, once per item. Measured on this project's
-//! 2-vCPU machine (`report -- mpsc_r1024_burst1`, one producer, alternating with the build
-//! that released and cleared on every pop): see the README's results table.
+//! Releasing slots is immediate too by default: every pop, burst, bulk pop and read chunk
+//! stores `head` and clears the descriptors of the runs it finished, as crossbeam's queues
+//! free a slot per pop.
 //!
-//! The cost, as for [`spsc`](super::spsc#lazy-release): after single pops the producers
+//! [`Consumer::set_lazy_release`] turns on lazy release for single pops: they release
+//! their slots in groups of an eighth of the ring, at most 128 (rings of up to 15 slots
+//! release every pop; see [`RELEASE_BATCH_MAX`] for why not 16 as in `fifo::spsc`), and in
+//! any case when a read finds nothing more published (a pop that finds nothing, a bulk pop
+//! or read chunk that comes up short), in [`release_pending`](Consumer::release_pending),
+//! and when the consumer is dropped. A release also clears the descriptors of the runs
+//! taken since the previous one (a taken descriptor must never match again, and must be
+//! cleared before a producer can reuse it), so single items no longer make the consumer
+//! write the descriptor line that the producer is writing the next descriptor into, once
+//! per item. Measured side by side in the report (`mpsc_r1024_burst1`, `flowline_lazy`;
+//! `docs/performance-notes.md` in the repository, "Lazy release of single pops"): it is
+//! the consumer of a stream of single items that gains.
+//!
+//! Its cost, as for [`spsc`](super::spsc#lazy-release): after single pops the producers
 //! may see up to `release_batch - 1` fewer free slots than there are, until the consumer
 //! releases them; the consumer's own [`len`](Consumer::len) counts them as free. A
 //! consumer that keeps popping releases them, and so does one that pops until it finds
@@ -285,9 +288,10 @@ pub fn build<T, W: WaitMode>(
 pub const RELEASE_BATCH_MAX: usize = 128;
 
 /// **Testing only, not for production:** as [`with_start_index`], with single pops
-/// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of the
-/// default (an eighth of the ring, at most [`RELEASE_BATCH_MAX`]), so that tests
-/// can exercise lazy release on small rings. Hidden from the docs and outside any semver
+/// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of
+/// one at a time (or an eighth of the ring, at most [`RELEASE_BATCH_MAX`], with lazy
+/// release on), so that tests can
+/// exercise lazy release on small rings. Hidden from the docs and outside any semver
 /// promise.
 #[doc(hidden)]
 pub fn with_release_batch<T>(
@@ -363,9 +367,8 @@ fn build_with<T, W: WaitMode>(
         run_end: start,
         released: start,
         uncleared: start,
-        release_batch: release_batch.map_or((slots / 8).clamp(1, RELEASE_BATCH_MAX), |b| {
-            b.clamp(1, slots)
-        }) as u64,
+        // Single pops release at once unless the consumer turns lazy release on.
+        release_batch: release_batch.map_or(1, |b| b.clamp(1, slots)) as u64,
         #[cfg(feature = "std")]
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]

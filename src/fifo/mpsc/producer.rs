@@ -3,6 +3,7 @@
 //! and the end's teardown.
 
 use super::*;
+use crate::fifo::PushError;
 
 impl<T, W: WaitMode> Clone for Producer<T, W> {
     /// Another producer handle for another thread.
@@ -99,18 +100,18 @@ impl<T, W: WaitMode> Producer<T, W> {
         }
     }
 
-    /// Appends `value`, or gives it back if the ring is full.
+    /// Appends `value`, or gives it back in [`PushError::Full`] if the ring is full.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::mpsc::channel(1).unwrap();
     /// assert_eq!(tx.push(1), Ok(()));
-    /// assert_eq!(tx.push(2), Err(2));
+    /// assert_eq!(tx.push(2), Err(flowline::fifo::PushError::Full(2)));
     /// ```
     #[inline]
-    pub fn push(&mut self, value: T) -> Result<(), T> {
+    pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
         let (start, n) = self.reserve(1, true);
         if n == 0 {
-            return Err(value);
+            return Err(PushError::Full(value));
         }
         self.shared.tracker.write(self.shared.pos(start));
         // SAFETY: the slot was reserved by this handle's CAS and released by the consumer

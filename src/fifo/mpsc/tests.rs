@@ -137,6 +137,7 @@ fn empty_reads_and_releases_store_nothing() {
 fn short_bulk_pops_and_read_chunks_leave_nothing_pending() {
     for bulk in [true, false] {
         let (mut tx, mut rx) = channel::<u32>(16).unwrap();
+        rx.set_lazy_release(true);
         assert_eq!(rx.release_batch, 2);
         assert_eq!(tx.push_burst(&[1; 16]), 16);
         assert_eq!(rx.pop(), Some(1));
@@ -161,6 +162,8 @@ fn short_bulk_pops_and_read_chunks_leave_nothing_pending() {
 #[test]
 fn single_pops_release_in_groups() {
     let (mut tx, mut rx) = channel::<u32>(1024).unwrap();
+    assert_eq!(rx.release_batch, 1, "every pop releases by default");
+    rx.set_lazy_release(true);
     assert_eq!(rx.release_batch, 128);
     assert_eq!(tx.push_burst(&[7; 1024]), 1024);
     for _ in 0..127 {
@@ -248,7 +251,7 @@ fn full_and_wrap_with_capacity_1_and_2() {
             for i in 0..cap as u64 {
                 tx.push(round * 10 + i).unwrap();
             }
-            assert_eq!(tx.push(99), Err(99));
+            assert_eq!(tx.push(99), Err(crate::fifo::PushError::Full(99)));
             assert!(tx.write_chunk(1).is_empty());
             for i in 0..cap as u64 {
                 assert_eq!(rx.peek(), Some(&(round * 10 + i)));

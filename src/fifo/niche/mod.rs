@@ -62,7 +62,7 @@
 //!     for flow in 0..10_000u32 {
 //!         let mut p = Box::new(Packet { flow, len: 64 });
 //!         while let Err(back) = tx.push(p) {
-//!             p = back; // full: try again
+//!             p = back.into_inner(); // full: try again
 //!             std::hint::spin_loop();
 //!         }
 //!     }
@@ -215,7 +215,7 @@ pub fn channel<T: Niche>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), 
 /// ```
 /// let (mut tx, _rx) = flowline::fifo::niche::channel::<&u8>(1).unwrap();
 /// assert_eq!(tx.push(&1), Ok(()));
-/// assert_eq!(tx.push(&2), Err(&2));
+/// assert_eq!(tx.push(&2), Err(flowline::fifo::PushError::Full(&2)));
 /// ```
 ///
 /// The ring is invariant in its item type: an end cannot be converted to a shorter

@@ -2,6 +2,7 @@
 //! store of the item's pointer (FastForward's producer), single or in bursts.
 
 use super::*;
+use crate::fifo::PushError;
 
 impl<T: Niche> Producer<T> {
     #[inline(always)]
@@ -96,19 +97,19 @@ impl<T: Niche> Producer<T> {
         n
     }
 
-    /// Appends `value`, or gives it back if the ring is full.
+    /// Appends `value`, or gives it back in [`PushError::Full`] if the ring is full.
     ///
     /// ```
     /// use std::num::NonZeroU32;
     /// let (mut tx, _rx) = flowline::fifo::niche::channel::<NonZeroU32>(1).unwrap();
     /// let one = NonZeroU32::new(1).unwrap();
     /// assert_eq!(tx.push(one), Ok(()));
-    /// assert_eq!(tx.push(one), Err(one));
+    /// assert_eq!(tx.push(one), Err(flowline::fifo::PushError::Full(one)));
     /// ```
     #[inline]
-    pub fn push(&mut self, value: T) -> Result<(), T> {
+    pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
         if !self.is_free(0) {
-            return Err(value);
+            return Err(PushError::Full(value));
         }
         self.put(value.into_raw());
         Ok(())
@@ -138,6 +139,70 @@ impl<T: Niche> Producer<T> {
             self.free_upto(n)
         };
         self.write_run(room, |_, k| Some(items[k]))
+    }
+
+    /// Burst from a `Vec`: moves as many items as fit from the front of `items` into the
+    /// ring, publishes them at once (the run's first slot last), and returns how many; the
+    /// items that did not fit stay in `items`, in order. Reads one slot to decide when
+    /// they all fit, else one per free slot. If an item's `into_raw` panics, the items
+    /// before it are in the ring (published), that item is gone with the panic, and the
+    /// items after it stay in `items`, in order.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::niche::channel::<Box<u32>>(2).unwrap();
+    /// let mut v = vec![Box::new(1), Box::new(2), Box::new(3)];
+    /// assert_eq!(tx.push_burst_from(&mut v), 2);
+    /// assert_eq!(v, [Box::new(3)]);
+    /// assert_eq!(rx.pop(), Some(Box::new(1)));
+    /// ```
+    pub fn push_burst_from(&mut self, items: &mut Vec<T>) -> usize {
+        /// Owns the front of the caller's `Vec` while the run moves it out: its length is
+        /// 0 meanwhile, and on drop (also on unwind) the items not taken move to the front
+        /// and the length counts exactly them.
+        struct Front<'a, T> {
+            items: &'a mut Vec<T>,
+            len: usize,
+            taken: usize,
+        }
+        impl<T> Drop for Front<'_, T> {
+            fn drop(&mut self) {
+                let rest = self.len - self.taken;
+                let src = self.items.as_mut_ptr();
+                // SAFETY: slots `taken..len` of the buffer hold initialised items that
+                // nobody read (the run read `0..taken`, each once); they move to the front
+                // (`ptr::copy` allows the overlap) and the length covers exactly them.
+                unsafe {
+                    ptr::copy(src.add(self.taken), src, rest);
+                    self.items.set_len(rest);
+                }
+            }
+        }
+        let n = items.len().min(self.capacity());
+        let room = if n > 0 && self.is_free(n - 1) {
+            n
+        } else {
+            self.free_upto(n)
+        };
+        let len = items.len();
+        // SAFETY: the items stay initialised in the buffer; `Front` owns them from here
+        // and gives the `Vec` back the ones not taken (above).
+        unsafe { items.set_len(0) };
+        let mut front = Front {
+            items,
+            len,
+            taken: 0,
+        };
+        self.write_run(room, |_, _| {
+            if front.taken == room {
+                return None;
+            }
+            // SAFETY: `taken < room <= len`: the item is initialised and not yet read;
+            // counting it as taken before `into_raw` runs makes it the run's (or the
+            // panic's) alone.
+            let v = unsafe { ptr::read(front.items.as_ptr().add(front.taken)) };
+            front.taken += 1;
+            Some(v)
+        })
     }
 
     /// Bulk: appends all of `items` and returns `true`, or appends nothing and returns

@@ -58,7 +58,7 @@ fn full_and_empty_edges_keep_order_over_many_laps() {
                 next += 1;
             }
             assert!(tx.is_full() && !rx.is_empty());
-            assert_eq!(*tx.push(Box::new(99)).unwrap_err(), 99);
+            assert_eq!(*tx.push(Box::new(99)).unwrap_err().into_inner(), 99);
             for _ in 0..cap {
                 assert_eq!(*rx.pop().unwrap(), expect);
                 expect += 1;
@@ -286,6 +286,63 @@ fn a_panicking_into_raw_in_a_burst_publishes_what_was_moved() {
     let (mut tx, mut rx) = channel::<Unlucky>(8).unwrap();
     assert!(catch_unwind(AssertUnwindSafe(|| tx.push_burst(&[Unlucky(13)]))).is_err());
     assert!(rx.pop().is_none() && !tx.is_full());
+}
+
+#[test]
+fn push_burst_from_moves_the_front_and_keeps_the_rest() {
+    let (mut tx, mut rx) = channel::<Box<u32>>(4).unwrap();
+    let mut v: Vec<Box<u32>> = (1..=6).map(Box::new).collect();
+    assert_eq!(tx.push_burst_from(&mut v), 4);
+    assert_eq!(v, [Box::new(5), Box::new(6)]);
+    assert_eq!(tx.push_burst_from(&mut v), 0, "full");
+    assert_eq!(v.len(), 2);
+    assert_eq!(rx.pop(), Some(Box::new(1)));
+    assert_eq!(
+        tx.push_burst_from(&mut v),
+        1,
+        "one slot free: one slot read per item"
+    );
+    assert_eq!(v, [Box::new(6)]);
+    let got: Vec<u32> = core::iter::from_fn(|| rx.pop()).map(|b| *b).collect();
+    assert_eq!(got, [2, 3, 4, 5]);
+    assert_eq!(tx.push_burst_from(&mut Vec::new()), 0);
+}
+
+/// A panicking `into_raw` in the middle: the items before it are published, the items
+/// after it stay in the `Vec`, in order, each dropped once in the end.
+#[test]
+fn push_burst_from_keeps_the_items_after_a_panicking_into_raw() {
+    struct Counted(Box<u32>, Rc<Cell<usize>>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.1.set(self.1.get() + 1);
+        }
+    }
+    // SAFETY: round-trips through a `Box` of the pair; `from_raw` does not panic.
+    unsafe impl Niche for Counted {
+        fn into_raw(self) -> NonNull<()> {
+            assert!(*self.0 != 3, "refused");
+            Box::new(self).into_raw()
+        }
+        unsafe fn from_raw(raw: NonNull<()>) -> Self {
+            // SAFETY: `raw` came from `into_raw` (a `Box<Counted>`).
+            *unsafe { <Box<Counted> as Niche>::from_raw(raw) }
+        }
+    }
+    let drops = Rc::new(Cell::new(0));
+    let (mut tx, mut rx) = channel::<Counted>(8).unwrap();
+    let mut v: Vec<Counted> = (1..=5)
+        .map(|i| Counted(Box::new(i), drops.clone()))
+        .collect();
+    let r = catch_unwind(AssertUnwindSafe(|| tx.push_burst_from(&mut v)));
+    assert!(r.is_err());
+    assert_eq!(drops.get(), 1, "only the refused item is gone");
+    assert_eq!(v.iter().map(|c| *c.0).collect::<Vec<_>>(), [4, 5]);
+    let got: Vec<u32> = core::iter::from_fn(|| rx.pop()).map(|c| *c.0).collect();
+    assert_eq!(got, [1, 2]);
+    drop(v);
+    drop((tx, rx));
+    assert_eq!(drops.get(), 5, "every item dropped exactly once");
 }
 
 #[test]

@@ -219,6 +219,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     ///
     /// ```
     /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(1024).unwrap();
+    /// rx.set_lazy_release(true);
     /// tx.push_burst(&[0; 1024]);
     /// rx.pop().unwrap();
     /// assert!(tx.is_full()); // the slot is not released yet
@@ -230,6 +231,49 @@ impl<T, W: WaitMode> Consumer<T, W> {
         if self.released != self.head {
             self.publish_head();
         }
+    }
+
+    /// Turns lazy release of single pops on or off (off by default: every [`pop`](Self::pop)
+    /// releases its slot at once, as rtrb's and crossbeam's do). On, single pops release
+    /// their slots in groups of [`release_batch_for`](super::release_batch_for)`(capacity)`
+    /// (at most 16), and always when a pop takes the last item this end has seen, so the
+    /// consumer writes its index line once per group instead of once per item; the
+    /// producer then sees up to 15 fewer free slots until a release, and a thread that
+    /// stops popping and then waits for room must call
+    /// [`release_pending`](Self::release_pending) first (see "Lazy release" in the
+    /// [module docs](super), with its measurements). Turning it off releases what is
+    /// pending.
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::channel::<u32>(1024).unwrap();
+    /// assert_eq!(rx.release_batch(), 1);
+    /// rx.set_lazy_release(true);
+    /// assert_eq!(rx.release_batch(), 16);
+    /// tx.push_burst(&[0; 1024]);
+    /// rx.pop().unwrap();
+    /// assert!(tx.is_full()); // the slot is not released yet
+    /// rx.set_lazy_release(false);
+    /// assert!(tx.push(1).is_ok());
+    /// ```
+    pub fn set_lazy_release(&mut self, on: bool) {
+        if on {
+            self.release_batch = super::release_batch_for(self.mask + 1);
+        } else {
+            self.release_batch = 1;
+            self.release_pending();
+        }
+    }
+
+    /// How many single pops release their slots together: 1 (each at once) unless lazy
+    /// release is on ([`set_lazy_release`](Self::set_lazy_release)).
+    ///
+    /// ```
+    /// let (_tx, rx) = flowline::fifo::spsc::channel::<u32>(64).unwrap();
+    /// assert_eq!(rx.release_batch(), 1);
+    /// ```
+    #[must_use]
+    pub fn release_batch(&self) -> usize {
+        self.release_batch
     }
 
     /// Takes the oldest item, if any.
@@ -480,8 +524,8 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Chooses which reads of the producer's index, by this end with nothing left to take,
     /// may first wait a moment while this end trails a streaming producer (see "Polite
     /// polling" in the [module docs](super) for when that pays and when it costs). The
-    /// default, [`PolitePolling::LargeReads`], lets only reads that ask for at least 256
-    /// bytes of items wait; [`PolitePolling::Off`] never waits.
+    /// default, [`PolitePolling::Off`], never waits; [`PolitePolling::LargeReads`] lets
+    /// only reads that ask for at least 256 bytes of items wait.
     ///
     /// ```
     /// use flowline::fifo::spsc::{self, PolitePolling};
@@ -501,7 +545,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     ///
     /// ```
     /// use flowline::fifo::spsc::{self, PolitePolling};
-    /// assert_eq!(spsc::channel::<u8>(8).unwrap().1.polite(), PolitePolling::LargeReads);
+    /// assert_eq!(spsc::channel::<u8>(8).unwrap().1.polite(), PolitePolling::Off);
     /// ```
     #[must_use]
     pub fn polite(&self) -> PolitePolling {

@@ -41,19 +41,23 @@
 //!
 //! # Lazy release
 //!
-//! The producer's publication of new items is immediate: every `push` (and every burst or
-//! chunk commit) stores its index, so a waiting consumer sees an item as soon as it is in.
-//! The consumer's release of slots is immediate for bursts, bulk pops and read chunks (one
-//! store per call), but single [`pop`](Consumer::pop)s release their slots in groups of
-//! [`release_batch_for`]`(slots)` (an eighth of the ring, at most 16; rings of up to 15
-//! slots release every pop), and in any case when a pop takes the last item the consumer
-//! knows of, before it reads the producer's index for more, in
-//! [`release_pending`](Consumer::release_pending), and when it is dropped. So the consumer
-//! writes its index line once per group instead of once per item, and a producer that
-//! finds the ring full reads a line that changes once per group, not one it steals from
-//! the consumer on every pop.
+//! Every publication is immediate: each `push`, burst and chunk commit stores the
+//! producer's index, and each `pop`, burst, bulk pop and read chunk stores the consumer's,
+//! so a slot a pop has emptied is free for the producer at once, as in rtrb.
 //!
-//! The cost: after single pops, the producer may see up to `release_batch - 1` fewer free
+//! [`Consumer::set_lazy_release`] turns on lazy release for single pops: they release
+//! their slots in groups of [`release_batch_for`]`(slots)` (an eighth of the ring, at most
+//! 16; rings of up to 15 slots release every pop), and in any case when a pop takes the
+//! last item the consumer knows of, before it reads the producer's index for more, in
+//! [`release_pending`](Consumer::release_pending), and when it is dropped. The consumer
+//! then writes its index line once per group instead of once per item, and a producer that
+//! finds the ring full reads a line that changes once per group, not one it steals from
+//! the consumer on every pop. Measured side by side in the report
+//! (`spsc_r1024_burst1`, `flowline_lazy`; `docs/performance-notes.md` in the repository,
+//! "Lazy release of single pops"): on this project's 2-core machine the gain is within
+//! the run-to-run spread, so it is an option, not the default.
+//!
+//! Its cost: after single pops, the producer may see up to `release_batch - 1` fewer free
 //! slots than there are (its [`len`](Producer::len), [`free`](Producer::free) and `push`
 //! results count them as occupied; the consumer's own `len`, `free` and `is_full` count
 //! them as free) until the consumer releases them. A consumer that keeps popping releases
@@ -66,20 +70,23 @@
 //!
 //! # Polite polling
 //!
-//! By default only for reads that ask for at least 256 bytes of items
-//! ([`PolitePolling::LargeReads`]: 32 `u64`s, 4 packets of 64 bytes); [`Consumer::set_polite`]
-//! turns it off or on for every read. A consumer that trails a streaming producer closely
-//! finds a few new items each time it reads the producer's index, and each read takes the
-//! index line away from the producer, which rewrites it on every publication. With polite
-//! polling, a consumer whose last reads of the index each found new items, and which has
-//! nothing left to take, first waits 16 spin-loop hints (about 300 ns on this project's
-//! test machine, whose `pause` takes about 20 ns; the length of a `pause` varies by CPU)
-//! before it reads the index again, so that one transfer of the line brings a batch.
+//! Off by default; [`Consumer::set_polite`] turns it on for reads that ask for at least
+//! 256 bytes of items ([`PolitePolling::LargeReads`]: 32 `u64`s, 4 packets of 64 bytes) or
+//! for every read ([`PolitePolling::On`]). A consumer that trails a streaming producer
+//! closely finds a few new items each time it reads the producer's index, and each read
+//! takes the index line away from the producer, which rewrites it on every publication.
+//! With polite polling, a consumer whose last reads of the index each found new items, and
+//! which has nothing left to take, first waits 16 spin-loop hints (about 300 ns on this
+//! project's test machine, whose `pause` takes about 20 ns; the length of a `pause` varies
+//! by CPU) before it reads the index again, so that one transfer of the line brings a
+//! batch.
 //!
-//! **Why large reads only.** On the machines measured, the pause sped up bursts of 32 when
+//! **Why it is an option.** On the machines measured, the pause sped up bursts of 32 when
 //! the cores were far apart and changed nothing when they were near, while it slowed
 //! bursts of 8 and single pops, and lengthened the push-to-pop time under a steady load;
 //! the figures are in `docs/performance-notes.md` in the repository ("Polite polling").
+//! It pays for a consumer that reads large bursts from a streaming producer on a far core
+//! and can afford the latency.
 //!
 //! A read that asks for a line's worth or two gains little from a batch and pays the
 //! pause in full; one that asks for four lines or more gets them in one transfer of the
@@ -237,8 +244,9 @@ pub fn with_start_index<T>(
 }
 
 /// **Testing only, not for production:** as [`with_start_index`], with single pops
-/// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of the
-/// default ([`release_batch_for`]), so that tests can exercise lazy release on small rings.
+/// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of
+/// one at a time (or [`release_batch_for`] with lazy release on), so that tests can
+/// exercise lazy release on small rings.
 /// Hidden from the docs and outside any semver promise.
 #[doc(hidden)]
 pub fn with_release_batch<T>(
@@ -249,15 +257,16 @@ pub fn with_release_batch<T>(
     build(capacity, start, Some(release_batch))
 }
 
-/// The largest group in which single pops release their slots by default: 16 slots, two
+/// The largest group in which single pops release their slots with lazy release on: 16 slots, two
 /// 64-byte lines of 8-byte items. Groups of 8-32 ran at about rtrb's speed; groups of 128
 /// left the producer finding the ring full while it waited for a group to be released
 /// (`docs/performance-notes.md` in the repository, "Lazy release of single pops").
 pub const MAX_RELEASE_BATCH: usize = 16;
 
-/// How many slots single pops consume before releasing them to the producer, for a ring of
-/// `slots` slots: an eighth of the ring, at most [`MAX_RELEASE_BATCH`], at least 1 (rings
-/// of up to 15 slots release every pop). See "Lazy release" in the module docs.
+/// How many slots single pops consume before releasing them to the producer with lazy
+/// release on ([`Consumer::set_lazy_release`]), for a ring of `slots` slots: an eighth of
+/// the ring, at most [`MAX_RELEASE_BATCH`], at least 1 (rings of up to 15 slots release
+/// every pop). See "Lazy release" in the module docs.
 ///
 /// ```
 /// use flowline::fifo::spsc::release_batch_for;
@@ -286,9 +295,8 @@ pub fn build<T, W: WaitMode>(
     release_batch: Option<usize>,
 ) -> Result<(Producer<T, W>, Consumer<T, W>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<T>())?;
-    let release_batch = release_batch
-        .unwrap_or(release_batch_for(slots))
-        .clamp(1, slots);
+    // Single pops release at once unless the consumer turns lazy release on.
+    let release_batch = release_batch.unwrap_or(1).clamp(1, slots);
     let buf = raw::alloc_slots::<T>(slots).ok_or(CapacityError::AllocFailed {
         slots,
         bytes: slots.saturating_mul(core::mem::size_of::<T>()),
@@ -330,7 +338,11 @@ pub fn build<T, W: WaitMode>(
         head: start,
         cached_tail: start,
         released: start,
-        polite: Polite::new(),
+        polite: {
+            let mut p = Polite::new();
+            p.set_enabled(PolitePolling::default() != PolitePolling::Off);
+            p
+        },
         polite_mode: PolitePolling::default(),
         polite_min: PolitePolling::default().min_want(core::mem::size_of::<T>()),
         release_batch,

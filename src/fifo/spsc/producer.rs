@@ -3,6 +3,7 @@
 //! teardown.
 
 use super::*;
+use crate::fifo::PushError;
 
 impl<T, W: WaitMode> Producer<T, W> {
     /// Index stores this end made (publications of `tail`) and loads of the consumer's
@@ -62,17 +63,17 @@ impl<T, W: WaitMode> Producer<T, W> {
         }
     }
 
-    /// Appends `value`, or gives it back if the ring is full.
+    /// Appends `value`, or gives it back in [`PushError::Full`] if the ring is full.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::spsc::channel(1).unwrap();
     /// assert_eq!(tx.push(1), Ok(()));
-    /// assert_eq!(tx.push(2), Err(2));
+    /// assert_eq!(tx.push(2), Err(flowline::fifo::PushError::Full(2)));
     /// ```
     #[inline]
-    pub fn push(&mut self, value: T) -> Result<(), T> {
+    pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
         if self.free_for(1) == 0 {
-            return Err(value);
+            return Err(PushError::Full(value));
         }
         self.shared.tracker.write(self.tail & self.mask);
         // SAFETY: the slot at `tail` is free (the consumer released it, Acquire above) and

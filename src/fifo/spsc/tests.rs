@@ -66,8 +66,9 @@ fn empty_publications_and_releases_store_nothing() {
     rx.release_pending();
     assert_eq!(rx.stores, 1, "the consumer rewrote head on an empty ring");
     // A chunk commit of 0 after single pops still releases what they left pending
-    // (a 64-slot ring releases single pops in groups of 8).
+    // (a 64-slot ring with lazy release releases single pops in groups of 8).
     let (mut tx, mut rx) = channel::<u32>(64).unwrap();
+    rx.set_lazy_release(true);
     assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
     assert_eq!(rx.pop(), Some(1));
     assert_eq!(
@@ -85,6 +86,8 @@ fn empty_publications_and_releases_store_nothing() {
 #[test]
 fn single_pops_release_in_groups_of_sixteen() {
     let (mut tx, mut rx) = channel::<u32>(1024).unwrap();
+    assert_eq!(rx.release_batch, 1, "every pop releases by default");
+    rx.set_lazy_release(true);
     assert_eq!(rx.release_batch, MAX_RELEASE_BATCH);
     assert_eq!(MAX_RELEASE_BATCH, 16);
     assert_eq!(tx.push_burst(&[7; 1024]), 1024);
@@ -200,29 +203,31 @@ fn polite_pauses_happen_only_where_allowed() {
         assert_eq!(trail(&mut rx, &mut tx, how), expected, "{what}");
     }
     let (mut tx, mut rx) = channel::<u64>(64).unwrap();
-    assert_eq!(rx.polite(), PolitePolling::LargeReads, "the default");
+    assert_eq!(rx.polite(), PolitePolling::Off, "the default");
+    assert_eq!(
+        trail(&mut rx, &mut tx, Drain::BurstInto),
+        0,
+        "the default, off: large bursts never pause"
+    );
+    let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+    rx.set_polite(PolitePolling::LargeReads);
     assert_eq!(
         trail(&mut rx, &mut tx, Drain::Pops),
         0,
-        "the default: single pops never pause"
+        "large reads: single pops never pause"
     );
     assert_eq!(
         trail(&mut rx, &mut tx, Drain::SmallBurstInto),
         0,
-        "the default: a burst asking for 128 bytes never pauses"
+        "large reads: a burst asking for 128 bytes never pauses"
     );
     assert_eq!(
         trail(&mut rx, &mut tx, Drain::BurstInto),
         8,
-        "the default: a burst asking for 512 bytes pauses as with polite polling on"
+        "large reads: a burst asking for 512 bytes pauses as with polite polling on"
     );
     let (mut tx, mut rx) = channel::<u64>(64).unwrap();
     rx.set_polite(PolitePolling::Off);
-    assert_eq!(
-        trail(&mut rx, &mut tx, Drain::BurstInto),
-        0,
-        "off: large bursts never pause either"
-    );
     rx.set_polite(crate::fifo::spsc::PolitePolling::On);
     rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
     assert_eq!(
@@ -234,7 +239,7 @@ fn polite_pauses_happen_only_where_allowed() {
     assert_eq!(trail(&mut rx, &mut tx, Drain::Pops), 8, "back on");
 }
 
-/// Under the default mode, reads too small to pause (single pops, small bursts) go
+/// Under `LargeReads`, reads too small to pause (single pops, small bursts) go
 /// straight to the producer's index and leave the polite state alone: however many of
 /// them found items, the next large read does not pause on their account (nor does a
 /// small read that finds nothing end the large reads' streak). A consumer of
@@ -242,6 +247,7 @@ fn polite_pauses_happen_only_where_allowed() {
 #[test]
 fn reads_that_may_not_pause_leave_the_polite_state_alone() {
     let (mut tx, mut rx) = channel::<u64>(64).unwrap();
+    rx.set_polite(PolitePolling::LargeReads);
     for i in 0..5 {
         tx.push(i).unwrap();
         assert_eq!(
@@ -271,6 +277,7 @@ fn reads_that_may_not_pause_leave_the_polite_state_alone() {
     assert_eq!(rx.polite.waits, 1);
     // Zero-sized items move no lines: no read pauses, even one asking for usize::MAX.
     let (mut tx, mut rx) = channel::<()>(64).unwrap();
+    rx.set_polite(PolitePolling::LargeReads);
     let mut v = Vec::new();
     for _ in 0..4 {
         tx.push(()).unwrap();
@@ -357,7 +364,7 @@ fn full_and_empty_edges_capacity_1_and_2() {
                 assert_eq!(tx.push(round * 10 + i), Ok(()));
             }
             assert!(tx.is_full() && rx.is_full());
-            assert_eq!(tx.push(99), Err(99));
+            assert_eq!(tx.push(99), Err(crate::fifo::PushError::Full(99)));
             assert_eq!(tx.write_chunk(1).len(), 0);
             for i in 0..cap as u32 {
                 assert_eq!(rx.peek(), Some(&(round * 10 + i)));

@@ -62,7 +62,7 @@ impl<T> Producer<T, Wait> {
         }
         match self.push(value) {
             Ok(()) => Ok(()),
-            Err(value) => self.push_wait_slow(value, timeout),
+            Err(crate::fifo::PushError::Full(value)) => self.push_wait_slow(value, timeout),
         }
     }
 
@@ -74,7 +74,14 @@ impl<T> Producer<T, Wait> {
             self,
             self.strategy,
             timeout,
-            |p| wait::poll_push(p, &mut slot, Producer::push, Producer::is_abandoned),
+            |p| {
+                wait::poll_push(
+                    p,
+                    &mut slot,
+                    |p, v| p.push(v).map_err(crate::fifo::PushError::into_inner),
+                    Producer::is_abandoned,
+                )
+            },
             Producer::has_room_or_closed,
             |p| p.shared.room(),
         );
