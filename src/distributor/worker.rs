@@ -185,15 +185,35 @@ impl<T> fmt::Display for NotHeld<T> {
 impl<T> std::error::Error for NotHeld<T> {}
 
 /// The distributor is gone and this worker's ring is empty: nothing more will arrive.
+///
+/// The error of [`Worker::recv_burst`], which can fail only this way; the calls that can
+/// also time out say the same with [`WaitError::Disconnected`], and a ring's `try_pop`
+/// with [`PopError::Disconnected`](crate::fifo::PopError::Disconnected) (as crossbeam's
+/// `RecvError` and `TryRecvError::Disconnected` do). It converts into both, so `?` carries
+/// it into a function that returns either.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 ///
 /// ```
 /// use flowline::distributor::{self, Config, Disconnected};
+/// use flowline::wait::WaitError;
 /// let (d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
 /// drop(d);
 /// assert_eq!(ws[0].recv_burst(&mut Vec::new(), 8), Err(Disconnected));
+/// assert_eq!(WaitError::from(Disconnected), WaitError::Disconnected);
 /// ```
 pub struct Disconnected;
+
+impl From<Disconnected> for WaitError {
+    fn from(_: Disconnected) -> Self {
+        WaitError::Disconnected
+    }
+}
+
+impl From<Disconnected> for crate::fifo::PopError {
+    fn from(_: Disconnected) -> Self {
+        crate::fifo::PopError::Disconnected
+    }
+}
 
 impl fmt::Display for Disconnected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
