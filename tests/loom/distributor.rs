@@ -244,3 +244,43 @@ fn a_hand_back_the_distributor_has_read_is_in_the_totals() {
         drop(t.join().unwrap());
     });
 }
+
+/// The distributor's waits: with the worker's one credit used, `distribute_wait` sleeps
+/// (no spins, no yields) until the worker hands the packet back, and `collect_wait` until
+/// the second comes back. A lost wake-up leaves the distributor asleep with the worker
+/// done: loom reports the deadlock.
+#[test]
+fn distribute_wait_and_collect_wait_wake_on_the_hand_back() {
+    use flowline::wait::WaitStrategy;
+    use std::time::Duration;
+    loom::model(|| {
+        let (mut d, mut ws) = distributor::new(
+            Config {
+                workers: 1,
+                credit: 1,
+            },
+            |p: &u8| u64::from(*p),
+        )
+        .unwrap();
+        d.set_wait_strategy(WaitStrategy::SpinPark { spins: 0, yields: 0 });
+        assert_eq!(d.distribute(&mut vec![7]).unwrap(), 1);
+        let mut w = ws.pop().unwrap();
+        let worker = thread::spawn(move || {
+            let mut b = Vec::new();
+            for _ in 0..2 {
+                while w.recv_burst(&mut b, 1).unwrap() == 0 {
+                    thread::yield_now();
+                }
+                w.done_burst(&mut b).unwrap();
+            }
+        });
+        let mut second = vec![8];
+        assert_eq!(d.distribute_wait(&mut second, Duration::MAX), Ok(1));
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            d.collect_wait(&mut out, Duration::MAX).unwrap();
+        }
+        assert_eq!(out, [7, 8]);
+        worker.join().unwrap();
+    });
+}

@@ -42,7 +42,7 @@ fn single_bulk_and_burst_ops_keep_order() {
             let mut next = Some(packet(0));
             while let Some(v) = next.take() {
                 if let Err(v) = tx.push(v) {
-                    next = Some(v);
+                    next = Some(v.into_inner());
                     thread::yield_now();
                 }
             }
