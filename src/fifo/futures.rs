@@ -24,7 +24,6 @@
 //! producers may wait for room that is already free (see "Lazy release" in the module docs
 //! of either ring).
 
-use alloc::format;
 use alloc::vec::Vec;
 use core::fmt;
 use core::future::Future;
@@ -175,9 +174,19 @@ impl<C: sealed::Consumer> Drop for PopFuture<'_, C> {
     }
 }
 
+/// The name a future's `Debug` shows, as its ring's type alias names it, without
+/// allocating: `spsc` if the ring is the SPSC one, else `mpsc`.
+fn debug_name(ring: &'static str, spsc: &'static str, mpsc: &'static str) -> &'static str {
+    if ring == "spsc" {
+        spsc
+    } else {
+        mpsc
+    }
+}
+
 impl<C: sealed::Consumer> fmt::Debug for PopFuture<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(&format!("{}::PopFuture", C::RING))
+        f.debug_struct(debug_name(C::RING, "spsc::PopFuture", "mpsc::PopFuture"))
             .field("registered", &self.key.is_some())
             .finish()
     }
@@ -249,10 +258,14 @@ impl<C: sealed::Consumer> Drop for PopBurstFuture<'_, C> {
 
 impl<C: sealed::Consumer> fmt::Debug for PopBurstFuture<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(&format!("{}::PopBurstFuture", C::RING))
-            .field("max", &self.max)
-            .field("registered", &self.key.is_some())
-            .finish()
+        f.debug_struct(debug_name(
+            C::RING,
+            "spsc::PopBurstFuture",
+            "mpsc::PopBurstFuture",
+        ))
+        .field("max", &self.max)
+        .field("registered", &self.key.is_some())
+        .finish()
     }
 }
 
@@ -346,7 +359,7 @@ impl<P: sealed::Producer> Drop for PushFuture<'_, P> {
 
 impl<P: sealed::Producer> fmt::Debug for PushFuture<'_, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(&format!("{}::PushFuture", P::RING))
+        f.debug_struct(debug_name(P::RING, "spsc::PushFuture", "mpsc::PushFuture"))
             .field("pending_item", &self.value.is_some())
             .field("registered", &self.key.is_some())
             .finish()
@@ -488,7 +501,7 @@ impl<C: sealed::Consumer> Drop for ItemStream<C> {
 #[cfg(feature = "stream")]
 impl<C: sealed::Consumer> fmt::Debug for ItemStream<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(&format!("{}::ItemStream", C::RING))
+        f.debug_struct(debug_name(C::RING, "spsc::ItemStream", "mpsc::ItemStream"))
             .field("registered", &self.key.is_some())
             .field("terminated", &self.done)
             .finish()

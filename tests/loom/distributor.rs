@@ -262,7 +262,10 @@ fn distribute_wait_and_collect_wait_wake_on_the_hand_back() {
             |p: &u8| u64::from(*p),
         )
         .unwrap();
-        d.set_wait_strategy(WaitStrategy::SpinPark { spins: 0, yields: 0 });
+        d.set_wait_strategy(WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 0,
+        });
         assert_eq!(d.distribute(&mut vec![7]).unwrap(), 1);
         let mut w = ws.pop().unwrap();
         let worker = thread::spawn(move || {

@@ -60,7 +60,11 @@ fn full_ring_races_between_two_producers() {
         let (mut tx, mut rx) = mpsc::channel::<u32>(2).unwrap();
         tx.push(1).unwrap();
         let mut tb = tx.clone();
-        let a = thread::spawn(move || tx.push(10).map_err(|e| assert_eq!(e.into_inner(), 10)).is_ok());
+        let a = thread::spawn(move || {
+            tx.push(10)
+                .map_err(|e| assert_eq!(e.into_inner(), 10))
+                .is_ok()
+        });
         let b = thread::spawn(move || tb.push_burst(&[20]) == 1);
         let first = rx.pop();
         let ok_a = a.join().unwrap();

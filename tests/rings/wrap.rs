@@ -279,3 +279,63 @@ fn niche_ring_on_this_pointer_width() {
         assert_eq!(drops.get(), total, "the leftovers dropped once");
     }
 }
+
+/// `push_burst_from` and a read chunk's `into_iter` on runs that straddle the wrap, on
+/// both index rings, with a loop over the chunk that panics on its second item: the items
+/// before it are gone (taken, their slots released), that one is dropped by the unwind, the
+/// rest stay in the ring in order; every item is dropped exactly once.
+#[test]
+fn vec_bursts_and_chunk_iterators_across_the_wrap() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    type Drops = std::rc::Rc<std::cell::Cell<u64>>;
+    fn tokens(from: u64, n: u64, drops: &Drops) -> Vec<Token> {
+        (from..from + n).map(|i| Token(i, drops.clone())).collect()
+    }
+    for k in 0..6u64 {
+        let drops: Drops = Default::default();
+        let (mut tx, mut rx) = spsc::with_start_index::<Token>(4, usize::MAX - k as usize).unwrap();
+        let mut v = tokens(0, 6, &drops);
+        assert_eq!(tx.push_burst_from(&mut v), 4);
+        assert_eq!(v.iter().map(|t| t.0).collect::<Vec<_>>(), [4, 5]);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            for t in rx.read_chunk(4) {
+                assert!(t.0 != 1, "the loop body panics on item 1");
+            }
+        }));
+        assert!(r.is_err());
+        assert_eq!(drops.get(), 2, "items 0 and 1 dropped, once each");
+        assert_eq!(
+            tx.push_burst_from(&mut v),
+            2,
+            "the two taken slots were released"
+        );
+        let rest: Vec<u64> = rx.read_chunk(4).into_iter().map(|t| t.0).collect();
+        assert_eq!(rest, [2, 3, 4, 5]);
+        drop((tx, rx, v));
+        assert_eq!(drops.get(), 6);
+
+        let drops: Drops = Default::default();
+        let (mut tx, mut rx) = mpsc::with_start_index::<Token>(4, u64::MAX - k).unwrap();
+        let mut v = tokens(0, 6, &drops);
+        assert_eq!(tx.push_burst_from(&mut v), 4);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            for t in rx.read_chunk(4) {
+                assert!(t.0 != 1, "the loop body panics on item 1");
+            }
+        }));
+        assert!(r.is_err());
+        assert_eq!(drops.get(), 2, "items 0 and 1 dropped, once each");
+        assert_eq!(
+            tx.push_burst_from(&mut v),
+            2,
+            "the two taken slots were released"
+        );
+        let mut rest = Vec::new();
+        while let Some(t) = rx.pop() {
+            rest.push(t.0);
+        }
+        assert_eq!(rest, [2, 3, 4, 5]);
+        drop((tx, rx, v));
+        assert_eq!(drops.get(), 6);
+    }
+}

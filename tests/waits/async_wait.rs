@@ -707,3 +707,16 @@ fn a_distribute_waking_a_panicking_waker_counts_and_loses_nothing() {
     out.sort_unstable();
     assert_eq!(out, [1, 2, 3, 4]);
 }
+
+/// Each future's `Debug` names it as its ring's type alias does.
+#[test]
+fn futures_name_their_ring_in_debug() {
+    let (mut tx, mut rx) = spsc::waitable::<u8>(2).unwrap();
+    assert!(format!("{:?}", rx.pop_async()).starts_with("spsc::PopFuture"));
+    let mut v = Vec::new();
+    assert!(format!("{:?}", rx.pop_burst_async(&mut v, 2)).starts_with("spsc::PopBurstFuture"));
+    assert!(format!("{:?}", tx.push_async(1)).starts_with("spsc::PushFuture"));
+    let (mut tx, mut rx) = mpsc::waitable::<u8>(2).unwrap();
+    assert!(format!("{:?}", rx.pop_async()).starts_with("mpsc::PopFuture"));
+    assert!(format!("{:?}", tx.push_async(1)).starts_with("mpsc::PushFuture"));
+}
