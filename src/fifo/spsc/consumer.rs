@@ -235,7 +235,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
 
     /// Turns lazy release of single pops on or off (off by default: every [`pop`](Self::pop)
     /// releases its slot at once, as rtrb's and crossbeam's do). On, single pops release
-    /// their slots in groups of [`release_batch_for`](super::release_batch_for)`(capacity)`
+    /// their slots in groups of [`release_batch_for`]`(capacity)`
     /// (at most 16), and always when a pop takes the last item this end has seen, so the
     /// consumer writes its index line once per group instead of once per item; the
     /// producer then sees up to 15 fewer free slots until a release, and a thread that
