@@ -433,13 +433,14 @@ impl<C: sealed::Consumer> ItemStream<C> {
         consumer
     }
 
-    /// `release_pending` on the stream's consumer: a task that takes items from the stream
-    /// and then awaits something else (another ring's `push_async`, say) calls it first, or
-    /// this ring's producers may wait for room that is already free (see "Lazy release" in
-    /// the module docs of either ring).
+    /// `release_pending` on the stream's consumer: with lazy release on, a task that takes
+    /// items from the stream and then awaits something else (another ring's `push_async`,
+    /// say) calls it first, or this ring's producers may wait for room that is already
+    /// free (see "Lazy release" in the module docs of either ring).
     ///
     /// ```
-    /// let (mut tx, rx) = flowline::fifo::spsc::waitable::<u32>(1024).unwrap();
+    /// let (mut tx, mut rx) = flowline::fifo::spsc::waitable::<u32>(1024).unwrap();
+    /// rx.set_lazy_release(true);
     /// assert_eq!(tx.push_burst(&[0; 1024]), 1024);
     /// let mut s = rx.into_stream();
     /// # use core::pin::Pin; use futures_core::Stream;
