@@ -39,6 +39,9 @@ where
         let mut by: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
         for lane in self.lanes.iter().filter(|l| l.active) {
             for pos in lane.completed..lane.sent {
+                if lane.ooo > 0 && lane.marked(pos) {
+                    continue;
+                }
                 let t = lane.tags[pos as usize & lane.tag_mask];
                 *by.entry(ownership::bucket_of(t)).or_default() += 1;
             }

@@ -3,6 +3,7 @@
 //! flow or, for a new flow, to the least-loaded lane (DPDK's `rte_distributor` assigns
 //! flows the same way: affinity first, then the least-loaded worker).
 
+use super::worker::bit_of;
 use super::*;
 
 /// What the last scan of a routing pass found ([`Router::least_loaded`]): the
@@ -165,7 +166,11 @@ pub(super) struct Lane<T> {
     pub(super) sent: u64,
     /// Packets published to this worker's ring (`sent` less the staged ones), ever.
     pub(super) published: u64,
-    /// Packets this worker completed (handed back or returned unprocessed), ever.
+    /// Stream position of the oldest packet sent to this worker and not handed back
+    /// (every earlier one is back: processed, dropped, rescheduled or returned
+    /// unprocessed): `sent` less the packets in flight at this worker, counting those
+    /// handed back out of order past the oldest one (the worker's credit is counted from
+    /// it). A flow whose last position is below it has nothing in flight here.
     pub(super) completed: u64,
     /// Packets routed to this worker and not yet published: pushed as one burst once
     /// there is a batch of them, or they waited the hold, or a call brings less than a
@@ -180,8 +185,14 @@ pub(super) struct Lane<T> {
     /// `p & tag_mask`), for the hand-back order check. Distributor-local, never shared.
     pub(super) tags: Box<[u64]>,
     pub(super) tag_mask: usize,
-    /// Position of the next hand-back to process (merging the done and control rings).
+    /// Position of the next hand-back to process in the worker's hand-back stream
+    /// (merging the done and control rings).
     pub(super) cursor: u64,
+    /// Stream positions at or above `completed` that the worker handed back out of order
+    /// (bit `pos & (bits - 1)`); `completed` is the oldest position not handed back.
+    pub(super) handed_bits: Box<[u64]>,
+    /// How many bits of `handed_bits` are set.
+    pub(super) ooo: u64,
     /// Set by the first packet handed back unprocessed: `completed` then stays put until
     /// the leave marker, so the leaving worker's flows stay in flight until then.
     pub(super) frozen: bool,
@@ -238,14 +249,99 @@ impl<T> Lane<T> {
         }
     }
 
-    /// `n` more hand-backs processed; they complete packets unless a leave is under way.
+    /// `n` more hand-backs processed, each of the oldest packet not handed back; they
+    /// complete packets unless a leave is under way.
     #[inline(always)]
     pub(super) fn advance(&mut self, n: u64) {
         self.cursor += n;
         if !self.frozen {
-            self.completed += n;
+            if self.ooo == 0 {
+                self.completed += n;
+            } else {
+                self.advance_past_later(n);
+            }
         }
     }
+
+    /// [`advance`](Self::advance) while positions past `completed` were handed back out of
+    /// order: each hand-back completes the oldest position, and `completed` then moves past
+    /// the marked positions it uncovers.
+    #[cold]
+    #[inline(never)]
+    fn advance_past_later(&mut self, n: u64) {
+        for _ in 0..n {
+            self.completed += 1;
+            self.skip_marked();
+        }
+    }
+
+    /// Moves `completed` past the positions handed back out of order that it has reached,
+    /// clearing their marks.
+    fn skip_marked(&mut self) {
+        while self.ooo > 0 {
+            let (word, bit) = bit_of(self.completed, self.handed_bits.len());
+            if self.handed_bits[word] & bit == 0 {
+                break;
+            }
+            self.handed_bits[word] &= !bit;
+            self.ooo -= 1;
+            self.completed += 1;
+        }
+    }
+
+    /// Whether stream position `pos` (at or above `completed`) was handed back out of
+    /// order.
+    pub(super) fn marked(&self, pos: u64) -> bool {
+        let (word, bit) = bit_of(pos, self.handed_bits.len());
+        self.handed_bits[word] & bit != 0
+    }
+
+    /// One hand-back from the control ring, of the packet at stream position `pos`: the
+    /// oldest not handed back (in-order calls), or a later one (the `_at` calls), which is
+    /// marked. With `check`, a later one must not overtake a packet of its own flow: worker
+    /// `w` that did is a bug that would let a flow run on two workers at once.
+    pub(super) fn complete_at(&mut self, w: usize, pos: u64, check: bool) {
+        self.cursor += 1;
+        if self.frozen {
+            return;
+        }
+        debug_assert!(pos >= self.completed && pos < self.sent, "held position");
+        if pos == self.completed {
+            self.completed += 1;
+            self.skip_marked();
+            return;
+        }
+        // Accounting first (as for every hand-back), then the check.
+        let (word, bit) = bit_of(pos, self.handed_bits.len());
+        self.handed_bits[word] |= bit;
+        self.ooo += 1;
+        if check {
+            let t = self.tags[pos as usize & self.tag_mask];
+            for q in self.completed..pos {
+                if !self.marked(q) && self.tags[q as usize & self.tag_mask] == t {
+                    overtook(w, pos, q, t);
+                }
+            }
+        }
+    }
+
+    /// Forgets the marks (the worker left: everything sent is accounted for).
+    pub(super) fn clear_marks(&mut self) {
+        if self.ooo > 0 {
+            self.handed_bits.fill(0);
+            self.ooo = 0;
+        }
+    }
+}
+
+/// Panics for a worker that handed back, out of order, a packet of a flow while it still
+/// held an earlier packet of the same flow.
+#[cold]
+#[inline(never)]
+fn overtook(worker: usize, pos: u64, earlier: u64, tag: u64) -> ! {
+    panic!(
+        "distributor: worker {worker} handed back the packet at position {pos} of its stream          before the one at position {earlier}, both of flow {tag:#x}. Packets of one flow must          be handed back in the order received (packets of different flows may come back in          any order, with the `_at` calls); otherwise a flow could run on two workers at once"
+    )
 }
 
 /// Step of the rotating offset of the checked packet: 2^32 divided by the golden ratio, so

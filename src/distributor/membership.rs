@@ -50,16 +50,22 @@ where
     }
 
     /// Lane `id` gets a worker again, with these ring ends; the registry says so.
-    fn activate(&mut self, id: usize, parked: Parked<T>) -> Worker<T> {
+    fn activate(&mut self, id: usize, mut parked: Parked<T>) -> Worker<T> {
         let lane = &mut self.lanes[id];
         lane.active = true;
         lane.removed = false;
         self.active += 1;
+        // Positions the last worker handed back out of order are all behind the new one's
+        // stream (it starts at `sent`).
+        parked.handed_bits.fill(0);
         let w = Worker {
             id,
             ends: Some(parked),
             held: 0,
             handed: lane.cursor,
+            low: lane.sent,
+            recvd: lane.sent,
+            ooo: 0,
             control: Arc::clone(&lane.control),
         };
         self.publish_roster();

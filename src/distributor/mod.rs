@@ -20,9 +20,12 @@
 //! 5. a stalled worker delays only the flows it holds: its credit runs out, packets of its
 //!    flows are left with the caller (backpressure), everything else keeps moving.
 //!
-//! Workers must hand packets back in the order they received them; the distributor checks
-//! that by comparing the tags of packets handed back with the tags it sent at those
-//! positions (every packet in debug builds, one per burst in release builds) and panics
+//! Workers hand packets of one flow back in the order they received them; packets of
+//! different flows may come back in any order ([`Worker::done_at`] and the other `_at`
+//! calls name a packet by its [`Ticket`]). The distributor checks both: a packet handed back
+//! must be the one it sent at that position (its tag; every packet in debug builds, one
+//! per burst of in-order hand-backs in release builds, every one handed back out of order),
+//! and one handed back out of order must not overtake a packet of its own flow; it panics
 //! with a message naming the worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
 //! [`leave`](Worker::leave) (its thread panicked) leaves implicitly: what it never received
 //! is redistributed in order, what it held is counted as lost.
@@ -32,17 +35,19 @@
 //! Per worker there is an [SPSC](crate::fifo::spsc) ring distributor -> worker for packets,
 //! and two SPSC rings worker -> distributor: one of bare packets for the processed ones
 //! (the common case: as dense as the packets that went out) and one for everything else
-//! (drops, rescheduled packets, packets handed back unprocessed, and the leave message, in
-//! the order they happen). Control travels on that ring, in order with what it concerns, so
-//! no separate signalling line is needed per burst. Each worker may hold at most `credit`
-//! packets (sent and not yet handed back); the rings are sized to the credit, so a push
-//! never fails and never spins.
+//! (drops, rescheduled packets, packets handed back unprocessed or out of order, and the
+//! leave message, in the order they happen). Control travels on that ring, in order with
+//! what it concerns, so no separate signalling line is needed per burst. Each worker may
+//! hold at most `credit` packets, counted from the oldest it holds (sent and not handed
+//! back, or handed back past it out of order); the rings are sized to the credit, so a
+//! push never fails and never spins.
 //!
 //! The flow table (tag -> worker, and the position of the flow's last packet in that
-//! worker's stream) is owned by the distributor thread and never shared. Workers hand
-//! packets back in the order they received them, so a per-worker `completed` count says
-//! which flows are still in flight: no per-packet completion state, no scan of shared
-//! memory.
+//! worker's stream) is owned by the distributor thread and never shared. A per-worker
+//! `completed` position (the oldest packet not handed back) says which flows are still in
+//! flight: no per-packet completion state while hand-backs come in order, no scan of
+//! shared memory. Packets handed back out of order mark their position in a bitmap of
+//! the credit window until `completed` reaches them.
 //!
 //! Under load (calls that bring a batch of input or more), packets routed to a worker are
 //! staged in its lane and published as a batch (see [`Distributor::set_batching`]: 32
@@ -138,7 +143,7 @@ use crossbeam_utils::CachePadded;
 use flows::{Flow, FlowTable, TagHasher};
 pub use registry::{WorkerInfo, WorkerRegistry};
 use worker::{Control, Parked, Ret, WORKER_FIELDS};
-pub use worker::{Disconnected, NotHeld, Worker, WORKER_STATS};
+pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
 pub use config::*;
 use lanes::*;
@@ -428,6 +433,22 @@ fn make_lane<T>(
         })
     })?;
     tags.resize(tag_slots, 0u64);
+    // One bit per position of the tag window, at least one word: the positions the worker
+    // and the lane mark as handed back out of order.
+    let words = (tag_slots / 64).max(1);
+    let bitmap = || -> Result<Box<[u64]>, ConfigError> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(words).map_err(|_| {
+            ConfigError::AllocFailed(CapacityError::AllocFailed {
+                slots: words * 64,
+                bytes: words * 8,
+            })
+        })?;
+        v.resize(words, 0u64);
+        Ok(v.into_boxed_slice())
+    };
+    let handed_bits = bitmap()?;
+    let lane_bits = bitmap()?;
     let control = Arc::new(Control {
         parked: Mutex::new(None),
     });
@@ -440,9 +461,13 @@ fn make_lane<T>(
             ret: wret,
             wake: Arc::clone(wake),
             stats: stats.handle(),
+            handed_bits,
         }),
         held: 0,
         handed: 0,
+        low: 0,
+        recvd: 0,
+        ooo: 0,
         control: Arc::clone(&control),
     };
     let lane = Lane {
@@ -460,6 +485,8 @@ fn make_lane<T>(
         tags: tags.into_boxed_slice(),
         tag_mask: tag_slots - 1,
         cursor: 0,
+        handed_bits: lane_bits,
+        ooo: 0,
         frozen: false,
         probe: 0,
         control,
@@ -538,7 +565,7 @@ where
         self.lanes
             .get(id)
             .filter(|l| !l.removed)
-            .map(|l| l.completed - l.completed_base)
+            .map(|l| l.completed + l.ooo - l.completed_base)
     }
 
     /// Number of flows in the flow table.

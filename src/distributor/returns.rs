@@ -4,6 +4,20 @@
 
 use super::*;
 
+/// The stream positions of the next `n` in-order hand-backs of `lane`: from `completed`
+/// on, skipping the positions handed back out of order.
+fn unmarked_from<T>(lane: &Lane<T>, n: u64) -> Vec<u64> {
+    let mut v = Vec::with_capacity(n as usize);
+    let mut pos = lane.completed;
+    while (v.len() as u64) < n {
+        if !lane.marked(pos) {
+            v.push(pos);
+        }
+        pos += 1;
+    }
+    v
+}
+
 impl<T, F> Distributor<T, F>
 where
     F: FnMut(&T) -> u64,
@@ -91,12 +105,23 @@ where
                 let start = returned.len();
                 let got = lane.done_rx.pop_burst_into(returned, gap as usize) as u64;
                 debug_assert_eq!(got, gap, "visible packets vanished");
-                let at = lane.cursor;
+                // Each completes the oldest position not handed back: `completed` on, or,
+                // past positions handed back out of order, the unmarked ones.
+                let at = lane.completed;
+                let spread = if lane.ooo > 0 && *check_order {
+                    Some(unmarked_from(lane, got))
+                } else {
+                    None
+                };
                 // Accounting first, then the user's `tag` (which may panic) for the check.
                 lane.advance(got);
                 avail -= got;
                 let burst = &returned[start..];
                 if !*check_order {
+                } else if let Some(positions) = spread {
+                    for (p, &pos) in burst.iter().zip(&positions) {
+                        lane.check(w, pos, tag(p));
+                    }
                 } else if cfg!(debug_assertions) {
                     for (k, p) in burst.iter().enumerate() {
                         lane.check(w, at + k as u64, tag(p));
@@ -114,31 +139,44 @@ where
                 _ => break,
             }
             match lane.rx.pop().expect("peeked") {
-                Ret::Dropped { .. } => {
-                    lane.advance(1);
+                Ret::Dropped { pos, .. } => {
                     stats.add(DROPPED, 1);
+                    lane.complete_at(w, pos, *check_order);
                 }
-                Ret::Resched { pkt, .. } => {
-                    lane.advance(1);
+                Ret::Resched { pos, pkt, .. } => {
                     stats.add(RESCHEDULED, 1);
                     backlog.push_back(pkt);
                     backlog_at.push_back(*epoch);
+                    lane.complete_at(w, pos, *check_order);
+                }
+                // Processed, handed back out of order: kept, accounted, then checked.
+                Ret::Done { pos, pkt, .. } => {
+                    returned.push(pkt);
+                    lane.complete_at(w, pos, *check_order);
+                    if *check_order {
+                        let t = tag(returned.last().expect("just pushed"));
+                        lane.check(w, pos, t);
+                    }
                 }
                 // Kept, still counted as outstanding (so their flows stay in flight at this
                 // worker), until the leave marker that follows them arrives: a poll may see
                 // only part of a leaving worker's hand-back.
-                Ret::Unprocessed { at, pkt } => {
+                Ret::Unprocessed { pos, pkt, .. } => {
                     lane.frozen = true;
                     lane.cursor += 1;
                     // Kept before the user's `tag` runs: if it panics, the packet is not lost.
                     lane.leaving.push(pkt);
                     if *check_order {
                         let t = tag(lane.leaving.last().expect("just pushed"));
-                        lane.check(w, at, t);
+                        lane.check(w, pos, t);
                     }
                 }
+                // The packets the dropped worker held (not contiguous if it handed some back
+                // out of order): counted; the leave marker that follows right behind
+                // settles the lane, and until then its flows stay in flight.
                 Ret::Lost { n, .. } => {
-                    lane.advance(n);
+                    lane.frozen = true;
+                    lane.cursor += n;
                     stats.add(LOST, n);
                 }
                 Ret::Leave { .. } => {
@@ -186,6 +224,7 @@ where
         lane.completed = lane.sent;
         lane.published = lane.sent;
         lane.cursor = lane.sent;
+        lane.clear_marks();
         lane.frozen = false;
         lane.active = false;
         lane.parked = Some(parked);

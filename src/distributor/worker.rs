@@ -14,13 +14,21 @@ use crossbeam_utils::CachePadded;
 /// carries its position `at` in the worker's hand-back stream (how many packets it had
 /// handed back before it), so the distributor can merge the two rings in the worker's
 /// order and check each processed packet against the one it sent at that position.
+///
+/// Entries about one packet also carry the packet's position `pos` in the stream the
+/// worker received: the oldest packet it holds for the in-order calls, any packet it holds
+/// for the `_at` calls (hand-backs across flows in any order). Processed packets on the
+/// done ring complete the oldest packet held, one after the other.
 pub(crate) enum Ret<T> {
     /// Consumed by the worker (counted as dropped).
-    Dropped { at: u64 },
+    Dropped { at: u64, pos: u64 },
     /// Processed and re-tagged: route it again as the next packet of its new flow.
-    Resched { at: u64, pkt: T },
+    Resched { at: u64, pos: u64, pkt: T },
+    /// Processed, handed back out of order ([`Worker::done_at`] of a packet that is not
+    /// the oldest held).
+    Done { at: u64, pos: u64, pkt: T },
     /// Received but not processed, handed back by a leaving worker.
-    Unprocessed { at: u64, pkt: T },
+    Unprocessed { at: u64, pos: u64, pkt: T },
     /// `n` packets the worker held when its handle was dropped without `leave` (its
     /// thread panicked and unwound, or the handle went out of scope): counted as lost.
     Lost { at: u64, n: u64 },
@@ -33,8 +41,9 @@ impl<T> Ret<T> {
     #[inline]
     pub(crate) fn at(&self) -> u64 {
         match *self {
-            Ret::Dropped { at }
+            Ret::Dropped { at, .. }
             | Ret::Resched { at, .. }
+            | Ret::Done { at, .. }
             | Ret::Unprocessed { at, .. }
             | Ret::Lost { at, .. }
             | Ret::Leave { at } => at,
@@ -56,6 +65,10 @@ pub(crate) struct Parked<T> {
     /// worker that re-joins goes on counting on it (no new handle that could find the
     /// shard still held by a handle about to drop).
     pub(crate) stats: GroupHandle<WORKER_FIELDS>,
+    /// The worker's positions handed back out of order, at or above the oldest held (bit
+    /// `pos & (bits - 1)`, a window as large as the distributor's tag window, so no two
+    /// positions in flight share a bit). Travels with the ring ends; cleared on re-join.
+    pub(crate) handed_bits: Box<[u64]>,
 }
 
 /// Per-worker state shared with the distributor on the cold path only (leave / join).
@@ -113,12 +126,16 @@ pub(crate) const REDISTRIBUTED: usize = 5;
 /// The worker's end of a distributor: one per worker thread.
 ///
 /// A worker receives bursts with [`recv_burst`](Worker::recv_burst) and hands every
-/// packet back **in the order received**, each exactly once, with [`done`](Worker::done),
-/// [`drop_packet`](Worker::drop_packet) or [`reschedule`](Worker::reschedule). The
-/// distributor's flow accounting counts completions per worker in that order (that is how
-/// it knows when a flow has nothing in flight without per-packet bookkeeping), and it
-/// checks the order: see [`Distributor::distribute`](super::Distributor::distribute)'s
-/// panics. [`leave`](Worker::leave) hands back what it holds and consumes the handle, so a
+/// packet back exactly once. [`done`](Worker::done), [`done_burst`](Worker::done_burst),
+/// [`drop_packet`](Worker::drop_packet) and [`reschedule`](Worker::reschedule) hand back
+/// the oldest packet held (the common case, and the cheapest: processed packets travel as
+/// dense as they came); [`done_at`](Worker::done_at), [`drop_at`](Worker::drop_at) and
+/// [`reschedule_at`](Worker::reschedule_at) hand back the packet a [`Ticket`] names, so
+/// packets of different flows may come back in any order. Packets of one flow must come
+/// back in the order received: the distributor knows a flow has nothing in flight when its
+/// worker's oldest packet held is past the flow's last one (no per-packet bookkeeping while
+/// hand-backs come in order), and it checks the order: see
+/// [`Distributor::distribute`](super::Distributor::distribute)'s panics. [`leave`](Worker::leave) hands back what it holds and consumes the handle, so a
 /// handle cannot be used after leaving.
 ///
 /// **Dropping a worker is an implicit leave.** If the handle is dropped without `leave`
@@ -151,9 +168,48 @@ pub struct Worker<T> {
     pub(crate) ends: Option<Parked<T>>,
     /// Packets received and not yet handed back.
     pub(crate) held: usize,
-    /// Packets handed back so far (the position of the next hand-back).
+    /// Hand-backs so far (the position of the next in the hand-back stream).
     pub(crate) handed: u64,
+    /// Stream position of the oldest packet held (every earlier one is handed back), or
+    /// `recvd` when none is.
+    pub(crate) low: u64,
+    /// Stream position of the next packet to receive.
+    pub(crate) recvd: u64,
+    /// Positions above `low` handed back out of order (set in `handed_bits`).
+    pub(crate) ooo: usize,
     pub(crate) control: Arc<Control<T>>,
+}
+
+/// A received packet's place in its worker's stream: what [`Worker::done_at`],
+/// [`Worker::drop_at`] and [`Worker::reschedule_at`] name a packet by, so that a worker can
+/// hand back packets of different flows in any order. The packets a receive appends have
+/// consecutive tickets from [`Worker::next_ticket`] taken before it.
+///
+/// ```
+/// use flowline::distributor::{self, Config};
+/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// d.distribute(&mut vec![1, 2]).unwrap();
+/// let first = ws[0].next_ticket();
+/// let mut b = Vec::new();
+/// ws[0].recv_burst(&mut b, 8).unwrap(); // b[k] has ticket first.nth(k)
+/// assert_eq!(ws[0].next_ticket(), first.nth(2));
+/// assert_eq!(first.nth(2).back(1), first.nth(1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(u64);
+
+impl Ticket {
+    /// The ticket `k` packets after this one.
+    #[must_use]
+    pub fn nth(self, k: usize) -> Ticket {
+        Ticket(self.0.wrapping_add(k as u64))
+    }
+
+    /// The ticket `k` packets before this one.
+    #[must_use]
+    pub fn back(self, k: usize) -> Ticket {
+        Ticket(self.0.wrapping_sub(k as u64))
+    }
 }
 
 /// A worker hands back a packet it does not hold: it has handed back as many packets as it
@@ -277,6 +333,7 @@ impl<T> Worker<T> {
             return Err(Disconnected);
         }
         self.held += n;
+        self.recvd += n as u64;
         if n > 0 {
             self.ends().stats.add(RECEIVED, n as u64);
         }
@@ -321,6 +378,7 @@ impl<T> Worker<T> {
     ) -> Result<usize, WaitError> {
         let n = self.ends().rx.pop_burst_wait(out, max, timeout)?;
         self.held += n;
+        self.recvd += n as u64;
         if n > 0 {
             self.ends().stats.add(RECEIVED, n as u64);
         }
@@ -368,6 +426,7 @@ impl<T> Worker<T> {
         // Counted in the same poll that takes the packets: no await point in between.
         let n = self.ends().rx.pop_burst_async(out, max).await?;
         self.held += n;
+        self.recvd += n as u64;
         if n > 0 {
             self.ends().stats.add(RECEIVED, n as u64);
         }
@@ -460,7 +519,8 @@ impl<T> Worker<T> {
         }
     }
 
-    /// Hands back a processed packet (completes the oldest packet held).
+    /// Hands back a processed packet as the oldest packet held (see
+    /// [`done_at`](Self::done_at) for any other).
     ///
     /// The packet's tag should be the one it was received with: the distributor's order
     /// check compares them (see [`Distributor::set_order_check`](super::Distributor::set_order_check)
@@ -495,6 +555,7 @@ impl<T> Worker<T> {
         // runs (as in `done_burst`).
         self.held -= 1;
         self.handed += 1;
+        self.take_oldest(1);
         self.ends().wake.notify();
         Ok(())
     }
@@ -537,6 +598,7 @@ impl<T> Worker<T> {
         );
         self.held -= n;
         self.handed += n as u64;
+        self.take_oldest(n);
         if n > 0 {
             self.ends().wake.notify();
         }
@@ -572,9 +634,13 @@ impl<T> Worker<T> {
         // Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
         self.ends().stats.add(DROPPED, 1);
-        self.post(Ret::Dropped { at: self.handed });
+        self.post(Ret::Dropped {
+            at: self.handed,
+            pos: self.low,
+        });
         self.held -= 1;
         self.handed += 1;
+        self.take_oldest(1);
         // User code (the packet's `Drop`) last, when the drop is counted and published: a
         // `Drop` that panics leaves no packet held and no position taken.
         drop(pkt);
@@ -613,11 +679,217 @@ impl<T> Worker<T> {
         self.ends().stats.add(RESCHEDULED, 1);
         self.post(Ret::Resched {
             at: self.handed,
+            pos: self.low,
             pkt,
         });
         self.held -= 1;
         self.handed += 1;
+        self.take_oldest(1);
         Ok(())
+    }
+
+    /// The ticket the next packet this worker receives will have; the packets one receive
+    /// appends have consecutive tickets from it (see [`Ticket`]).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let t = ws[0].next_ticket();
+    /// assert_eq!(t.nth(1).back(1), t);
+    /// ```
+    #[must_use]
+    pub fn next_ticket(&self) -> Ticket {
+        Ticket(self.recvd)
+    }
+
+    /// Hands back the processed packet of ticket `t`, which need not be the oldest held:
+    /// packets of different flows may come back in any order. Within one flow they must
+    /// still come back in the order received (the distributor checks it, as for
+    /// [`done`](Self::done)). The oldest packet held goes back as `done` sends it (on the
+    /// ring of processed packets); any other goes on the control ring, with its position.
+    ///
+    /// The distributor counts a worker's credit from the oldest packet it holds: packets
+    /// handed back past it free no credit until it is back.
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket
+    /// `t` (never received, or handed back already).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// // Two flows, 1 and 2, on one worker.
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let first = w.next_ticket();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// w.done_at(first.nth(1), b.pop().unwrap()).unwrap(); // flow 2 first
+    /// w.done_at(first, b.pop().unwrap()).unwrap();
+    /// assert!(w.done_at(first, 1).is_err()); // handed back already
+    /// let mut out = Vec::new();
+    /// d.collect(&mut out);
+    /// assert_eq!(out, [2, 1]);
+    /// ```
+    pub fn done_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        match self.claim(t) {
+            Claim::NotHeld => Err(NotHeld(pkt)),
+            Claim::Oldest => self.done(pkt),
+            Claim::Later(pos) => {
+                // Counted before it is published, as in `done`.
+                self.ends().stats.add(RETURNED, 1);
+                self.post(Ret::Done {
+                    at: self.handed,
+                    pos,
+                    pkt,
+                });
+                self.took_later(pos);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`drop_packet`](Self::drop_packet) for the packet of ticket `t`, in any order across
+    /// flows (see [`done_at`](Self::done_at)).
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket `t`.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let first = ws[0].next_ticket();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// ws[0].drop_at(first.nth(1), b.pop().unwrap()).unwrap();
+    /// ws[0].done(b.pop().unwrap()).unwrap();
+    /// let mut out = Vec::new();
+    /// d.collect(&mut out);
+    /// assert_eq!((out, d.stats().snapshot().get("dropped")), (vec![1], Some(1)));
+    /// ```
+    pub fn drop_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        match self.claim(t) {
+            Claim::NotHeld => Err(NotHeld(pkt)),
+            Claim::Oldest => self.drop_packet(pkt),
+            Claim::Later(pos) => {
+                // Counted before it is published, as in `drop_packet`.
+                self.ends().stats.add(DROPPED, 1);
+                self.post(Ret::Dropped {
+                    at: self.handed,
+                    pos,
+                });
+                self.took_later(pos);
+                // User code last, as in `drop_packet`.
+                drop(pkt);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`reschedule`](Self::reschedule) for the packet of ticket `t`, in any order across
+    /// flows (see [`done_at`](Self::done_at)): the packet is routed again as the next
+    /// packet of its new tag's flow.
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket `t`.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &(u64, u64)| p.0).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![(1, 10), (2, 20)]).unwrap();
+    /// let first = w.next_ticket();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// // Re-tag the second packet while the first is still held.
+    /// w.reschedule_at(first.nth(1), (3, 20)).unwrap();
+    /// w.done(b.remove(0)).unwrap();
+    /// d.distribute(&mut Vec::new()).unwrap();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// assert_eq!(b, [(2, 20), (3, 20)]);
+    /// ```
+    pub fn reschedule_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        match self.claim(t) {
+            Claim::NotHeld => Err(NotHeld(pkt)),
+            Claim::Oldest => self.reschedule(pkt),
+            Claim::Later(pos) => {
+                // Counted before it is published, as in `reschedule`.
+                self.ends().stats.add(RESCHEDULED, 1);
+                self.post(Ret::Resched {
+                    at: self.handed,
+                    pos,
+                    pkt,
+                });
+                self.took_later(pos);
+                Ok(())
+            }
+        }
+    }
+
+    /// Which packet ticket `t` names: none held, the oldest held, or a later one.
+    fn claim(&self, t: Ticket) -> Claim {
+        let pos = t.0;
+        if pos < self.low || pos >= self.recvd {
+            return Claim::NotHeld;
+        }
+        if pos == self.low {
+            return Claim::Oldest;
+        }
+        let bits = &self.ends_ref().handed_bits;
+        let (word, bit) = bit_of(pos, bits.len());
+        if bits[word] & bit != 0 {
+            Claim::NotHeld
+        } else {
+            Claim::Later(pos)
+        }
+    }
+
+    /// The packet at `pos` (above the oldest held) was handed back: one more hand-back,
+    /// one packet less held, its position marked.
+    fn took_later(&mut self, pos: u64) {
+        let bits = &mut self.ends().handed_bits;
+        let (word, bit) = bit_of(pos, bits.len());
+        bits[word] |= bit;
+        self.ooo += 1;
+        self.held -= 1;
+        self.handed += 1;
+    }
+
+    /// `n` packets went back in order: each was the oldest held. Moves `low` past them
+    /// (and past the positions handed back out of order that they uncover).
+    #[inline(always)]
+    fn take_oldest(&mut self, n: usize) {
+        if self.ooo == 0 {
+            self.low += n as u64;
+        } else {
+            self.take_oldest_slow(n);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_oldest_slow(&mut self, n: usize) {
+        for _ in 0..n {
+            self.low += 1;
+            let mut ooo = self.ooo;
+            let mut low = self.low;
+            let bits = &mut self.ends().handed_bits;
+            while ooo > 0 {
+                let (word, bit) = bit_of(low, bits.len());
+                if bits[word] & bit == 0 {
+                    break;
+                }
+                bits[word] &= !bit;
+                ooo -= 1;
+                low += 1;
+            }
+            self.ooo = ooo;
+            self.low = low;
+        }
     }
 
     /// Leaves the distributor: hands back `unprocessed` (packets received and not processed,
@@ -654,17 +926,23 @@ impl<T> Worker<T> {
             self.ends().stats.add(REDISTRIBUTED, 1);
             self.post_quietly(Ret::Unprocessed {
                 at: self.handed,
+                pos: self.low,
                 pkt,
             });
             self.held -= 1;
             self.handed += 1;
+            self.take_oldest(1);
         }
         while self.held > 0 {
             // Counted before it is published, as in `drop_packet`.
             self.ends().stats.add(DROPPED, 1);
-            self.post_quietly(Ret::Dropped { at: self.handed });
+            self.post_quietly(Ret::Dropped {
+                at: self.handed,
+                pos: self.low,
+            });
             self.held -= 1;
             self.handed += 1;
+            self.take_oldest(1);
         }
         // `Drop` posts the leave marker and parks the ring ends.
         drop(self);
@@ -719,6 +997,21 @@ impl<T> Drop for Worker<T> {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = ends;
     }
+}
+
+/// What a ticket names (see [`Worker::claim`]).
+enum Claim {
+    NotHeld,
+    Oldest,
+    Later(u64),
+}
+
+/// The word and bit of stream position `pos` in a bitmap of `words` 64-bit words (a power
+/// of two), one bit per position modulo the bitmap's size.
+#[inline]
+pub(crate) fn bit_of(pos: u64, words: usize) -> (usize, u64) {
+    let i = pos as usize & (words * 64 - 1);
+    (i / 64, 1u64 << (i % 64))
 }
 
 impl<T> fmt::Debug for Worker<T> {
