@@ -352,6 +352,76 @@ fn dist_2workers_wait(
     })
 }
 
+/// One worker, flows `i % 1024` in order (so a burst of 32 holds 32 flows): the packets
+/// of the hand-back order benchmarks.
+fn dist_seq_setup() -> (
+    distributor::Distributor<u64, Tag>,
+    Vec<distributor::Worker<u64>>,
+    Vec<u64>,
+) {
+    let (d, ws, _) = dist_workers(1);
+    (d, ws, (0..N as u64).map(|i| i % 1024).collect())
+}
+
+/// Each burst of 32 distributed, received by the one worker and handed back, in order
+/// (`done_burst`) or in reverse (`done_at` by ticket, newest first), then collected.
+#[inline(always)]
+fn one_worker_handing_back(
+    mut d: distributor::Distributor<u64, Tag>,
+    mut ws: Vec<distributor::Worker<u64>>,
+    pkts: Vec<u64>,
+    reverse: bool,
+) -> usize {
+    let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    let mut back = 0;
+    let w = &mut ws[0];
+    for burst in pkts.chunks(32) {
+        input.extend_from_slice(burst);
+        while !input.is_empty() {
+            d.distribute(&mut input).unwrap();
+            let first = w.next_ticket();
+            w.recv_burst(&mut b, 64).unwrap();
+            if reverse {
+                while let Some(p) = b.pop() {
+                    w.done_at(first.nth(b.len()), p).unwrap();
+                }
+            } else {
+                w.done_burst(&mut b).unwrap();
+            }
+        }
+        back += d.collect(&mut out);
+        out.clear();
+    }
+    black_box((d, ws));
+    back
+}
+
+// Per packet: one worker handing every burst back in order.
+#[library_benchmark]
+#[bench::n(setup = dist_seq_setup)]
+fn dist_1worker_in_order(
+    (d, ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    one_worker_handing_back(d, ws, pkts, false)
+}
+
+// Per packet: the same, every burst handed back in reverse across its 32 flows.
+#[library_benchmark]
+#[bench::n(setup = dist_seq_setup)]
+fn dist_1worker_any_order(
+    (d, ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    one_worker_handing_back(d, ws, pkts, true)
+}
+
 /// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
 /// distributor's type without the closure's costs.
 fn dist_boxed_setup() -> (
@@ -504,7 +574,8 @@ fn dist_lines(
 
 library_benchmark_group!(
     name = dist;
-    benchmarks = dist_2workers, dist_2workers_wait, dist_2workers_boxed, dist_2nodes, dist_lines
+    benchmarks = dist_2workers, dist_2workers_wait, dist_2workers_boxed, dist_1worker_in_order,
+        dist_1worker_any_order, dist_2nodes, dist_lines
 );
 
 // ---- counters, cells, locks ------------------------------------------------------------------

@@ -1,5 +1,5 @@
 //! Fuzz target: distributor/worker schedules decoded from the input, checked by the same
-//! sequential model as `tests/proptest_distributor.rs`.
+//! sequential model as `tests/props/distributor.rs`.
 #![no_main]
 
 #[path = "../../tests/support/dist_model.rs"]
@@ -18,13 +18,14 @@ fuzz_target!(|data: &[u8]| {
     while let Some(c) = it.next() {
         let (a, b) = (c[0], c.get(1).copied().unwrap_or(0));
         let w = usize::from(b % 5);
-        ops.push(match a % 8 {
+        ops.push(match a % 9 {
             0 | 1 => Op::Distribute((0..(b % 6)).map(|i| a.wrapping_mul(31).wrapping_add(i * 7)).collect()),
             2 => Op::Recv(w, usize::from(b >> 2) % 6),
             3 => Op::Done(w),
             4 => Op::Drop(w),
             5 => Op::Resched(w, b >> 2),
             6 => Op::Leave(w, usize::from(b >> 2) % 4),
+            7 => Op::AnyOrder(w, usize::from(b >> 3), a >> 4, b >> 2),
             _ => match b & 0xc0 {
                 0x00 => Op::Rejoin(w),
                 0x40 => Op::Add,

@@ -188,7 +188,7 @@ fn leaving_after_out_of_order_hand_backs_redistributes_the_rest_in_order() {
     )
     .unwrap();
     // Everything on one flow-free worker first: flows 1..=4 to worker 0 by hand.
-    let mut w1 = ws.pop().unwrap();
+    let w1 = ws.pop().unwrap();
     let mut w0 = ws.pop().unwrap();
     w1.leave(Vec::new()).unwrap();
     d.distribute(&mut vec![(1, 0), (2, 0), (3, 0), (1, 1)])

@@ -15,6 +15,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => w.clone().prop_map(Op::Done),
         1 => w.clone().prop_map(Op::Drop),
         1 => (w.clone(), any::<u8>()).prop_map(|(w, f)| Op::Resched(w, f)),
+        3 => (w.clone(), 0usize..8, any::<u8>(), any::<u8>())
+            .prop_map(|(w, k, kind, f)| Op::AnyOrder(w, k, kind, f)),
         1 => (w.clone(), 0usize..4).prop_map(|(w, k)| Op::Leave(w, k)),
         1 => w.clone().prop_map(Op::Rejoin),
         1 => Just(Op::Add),

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use flowline::distributor::{self, Config, JoinError, NoWorkers, Worker};
+use flowline::distributor::{self, Config, JoinError, NoWorkers, Ticket, Worker};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pkt {
@@ -31,6 +31,10 @@ pub enum Op {
     Drop(usize),
     /// Worker re-tags its oldest held packet into this flow and reschedules it.
     Resched(usize, u8),
+    /// Worker hands back, by its ticket, the oldest held packet of the flow of its k-th
+    /// held packet (not the oldest held, in general): done (0), dropped (1) or
+    /// rescheduled into the given flow (2).
+    AnyOrder(usize, usize, u8, u8),
     /// Worker leaves, handing back its first k held packets unprocessed (the rest count as
     /// dropped).
     Leave(usize, usize),
@@ -52,6 +56,8 @@ struct Model {
     order: HashMap<u64, VecDeque<u64>>,
     /// Per worker: packets received and not handed back, oldest first.
     held: Vec<VecDeque<Pkt>>,
+    /// Per worker, in step with `held`: each held packet's ticket.
+    tickets: Vec<VecDeque<Ticket>>,
     returned: HashSet<u64>,
     done_ids: HashSet<u64>,
     dropped: u64,
@@ -89,6 +95,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
     let mut m = Model {
         order: HashMap::new(),
         held: vec![VecDeque::new(); workers],
+        tickets: vec![VecDeque::new(); workers],
         returned: HashSet::new(),
         done_ids: HashSet::new(),
         dropped: 0,
@@ -156,8 +163,10 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     continue;
                 };
                 let mut got = Vec::new();
+                let first = wk.next_ticket();
                 wk.recv_burst(&mut got, *n).map_err(|e| e.to_string())?;
-                for p in got {
+                for (k, p) in got.into_iter().enumerate() {
+                    m.tickets[w].push_back(first.nth(k));
                     for (o, h) in m.held.iter().enumerate() {
                         if o != w && h.iter().any(|q| q.flow == p.flow) {
                             return Err(format!("flow {} held by workers {o} and {w}", p.flow));
@@ -181,6 +190,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
             Op::Done(w) | Op::Drop(w) | Op::Resched(w, _) => {
                 let w = *w % ws.len();
                 let Some(wk) = ws[w].as_mut() else { continue };
+                m.tickets[w].pop_front();
                 let Some(mut p) = m.held[w].pop_front() else {
                     let probe = Pkt {
                         flow: 0,
@@ -211,10 +221,49 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     _ => unreachable!(),
                 }
             }
+            Op::AnyOrder(w, k, kind, f) => {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].as_mut() else { continue };
+                if m.held[w].is_empty() {
+                    continue;
+                }
+                // The oldest held packet of the chosen packet's flow: a flow goes back in
+                // order, flows in any order.
+                let flow = m.held[w][*k % m.held[w].len()].flow;
+                let i = m.held[w]
+                    .iter()
+                    .position(|p| p.flow == flow)
+                    .expect("chosen");
+                let mut p = m.held[w].remove(i).expect("held");
+                let t = m.tickets[w].remove(i).expect("in step");
+                match kind % 3 {
+                    0 => {
+                        wk.done_at(t, p).map_err(|e| e.to_string())?;
+                        m.done_ids.insert(p.id);
+                        m.unread_done[w] += 1;
+                        m.done += 1;
+                    }
+                    1 => {
+                        wk.drop_at(t, p).map_err(|e| e.to_string())?;
+                        m.dropped += 1;
+                    }
+                    _ => {
+                        p.flow = u64::from(*f) % FLOWS;
+                        wk.reschedule_at(t, p).map_err(|e| e.to_string())?;
+                        m.unread_resched[w].push_back((p.id, p.flow));
+                    }
+                }
+                let probe = Pkt {
+                    flow: 0,
+                    id: u64::MAX,
+                };
+                check(wk.done_at(t, probe).is_err(), "a ticket handed back twice")?;
+            }
             Op::Leave(w, k) => {
                 let w = *w % ws.len();
                 let Some(wk) = ws[w].take() else { continue };
                 let held: Vec<Pkt> = m.held[w].drain(..).collect();
+                m.tickets[w].clear();
                 let k = (*k).min(held.len());
                 // The first k go back unprocessed: they are owned again, ahead of their
                 // flows' packets still waiting.
@@ -259,6 +308,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                         check(id == ws.len(), "add_worker did not take the next id")?;
                         ws.push(None);
                         m.held.push(VecDeque::new());
+                        m.tickets.push(VecDeque::new());
                         m.unread_resched.push(VecDeque::new());
                         m.unread_done.push(0);
                         m.removed.push(false);
@@ -346,6 +396,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
             let mut got = Vec::new();
             wk.recv_burst(&mut got, usize::MAX)
                 .map_err(|e| e.to_string())?;
+            m.tickets[w].clear();
             for p in m.held[w].drain(..).chain(got) {
                 m.done_ids.insert(p.id);
                 wk.done(p).map_err(|e| e.to_string())?;

@@ -3,6 +3,8 @@
 //! worker returns every packet, the distributor collects them, and the sum of the returned
 //! sequence numbers is checked.
 //! - `dist_1worker`: 1024 synthetic flows, round robin.
+//! - `dist_any_order_1worker`: the same, the worker handing each burst back in reverse
+//!   (`Worker::done_at` by ticket), against in-order hand-backs in the same run.
 //! - `dist_pcap`: the flows of a real capture (`bench/tests/data/loopback.pcap`, tagged by the
 //!   symmetric RSS hash of each frame's 5-tuple, as the `pcap_replay` example does), looped
 //!   with a flow salt per lap, next to the synthetic flows in the same run.
@@ -43,6 +45,17 @@ use crate::harness::{pair, tsc, Impl, Metric, Report};
 
 /// Returns (Mpkts/s, TSC cycles per packet); packet `p` has the flow tag `tag(p)`.
 fn flowline(n: u64, tag: impl Fn(u64) -> u64 + Send + 'static, burst: usize) -> Vec<f64> {
+    flowline_handing_back(n, tag, burst, false)
+}
+
+/// [`flowline`], the worker handing each burst back in reverse (`done_at` by ticket, newest
+/// first) when `reverse`; the bursts' packets must then be of distinct flows.
+fn flowline_handing_back(
+    n: u64,
+    tag: impl Fn(u64) -> u64 + Send + 'static,
+    burst: usize,
+    reverse: bool,
+) -> Vec<f64> {
     let (mut d, mut ws) = distributor::new(
         Config {
             workers: 1,
@@ -82,8 +95,18 @@ fn flowline(n: u64, tag: impl Fn(u64) -> u64 + Send + 'static, burst: usize) -> 
         },
         move || {
             let mut b = Vec::with_capacity(burst);
-            while w.recv_burst(&mut b, burst).is_ok() {
-                w.done_burst(&mut b).unwrap();
+            loop {
+                let first = w.next_ticket();
+                if w.recv_burst(&mut b, burst).is_err() {
+                    break;
+                }
+                if reverse {
+                    while let Some(p) = b.pop() {
+                        w.done_at(first.nth(b.len()), p).unwrap();
+                    }
+                } else {
+                    w.done_burst(&mut b).unwrap();
+                }
             }
         },
     );
@@ -346,6 +369,22 @@ pub fn run(r: &mut Report) {
     let synthetic = move |p: u64| p % 1024;
     let impls: Vec<Impl> = vec![("flowline", Box::new(move || flowline(n, synthetic, 32)))];
     r.scenario("dist_1worker", METRICS, impls, &[]);
+    // Hand-backs in any order across flows: each burst of 32 (32 flows) handed back in
+    // reverse, every packet but the oldest on the control ring with its position, against
+    // in-order hand-backs in the same run.
+    let impls: Vec<Impl> = vec![
+        (
+            "flowline_any_order",
+            Box::new(move || flowline_handing_back(n, synthetic, 32, true)),
+        ),
+        ("flowline", Box::new(move || flowline(n, synthetic, 32))),
+    ];
+    r.scenario(
+        "dist_any_order_1worker",
+        METRICS,
+        impls,
+        &[("flowline_any_order", "flowline")],
+    );
     let node_metrics = [
         METRICS[0],
         Metric {
