@@ -415,7 +415,7 @@ where
     /// assert_eq!(d.in_flight(), 3);
     /// ```
     pub fn in_flight(&self) -> usize {
-        let held: u64 = self.lanes.iter().map(|l| l.outstanding()).sum();
+        let held: u64 = self.lanes.iter().map(|l| l.outstanding() - l.ooo).sum();
         held as usize + self.backlog.len()
     }
 }

@@ -172,6 +172,7 @@ fn credit_is_counted_from_the_oldest_packet_held() {
     w.done_at(t.nth(1), b.pop().unwrap()).unwrap();
     let mut more = vec![(3, 0)];
     assert_eq!(d.distribute(&mut more), Ok(0), "the oldest is still held");
+    assert_eq!(d.in_flight(), 1, "one held, one back");
     w.done(b.pop().unwrap()).unwrap();
     assert_eq!(d.distribute(&mut more), Ok(1));
     assert_eq!(recv_all(&mut w), [(3, 0)]);
