@@ -193,6 +193,8 @@ pub(super) struct Lane<T> {
     pub(super) handed_bits: Box<[u64]>,
     /// How many bits of `handed_bits` are set.
     pub(super) ooo: u64,
+    /// Hand-backs out of order read so far (which of them the release build checks).
+    pub(super) ooo_seen: u32,
     /// Set by the first packet handed back unprocessed: `completed` then stays put until
     /// the leave marker, so the leaving worker's flows stay in flight until then.
     pub(super) frozen: bool,
@@ -296,10 +298,21 @@ impl<T> Lane<T> {
         self.handed_bits[word] & bit != 0
     }
 
+    /// Whether this out-of-order hand-back is checked: every one in debug builds, one in
+    /// [`OOO_CHECK_EVERY`] in release builds (a check of a later packet scans the
+    /// positions back to `completed`), so a worker that keeps overtaking within a flow is
+    /// caught within a few dozen hand-backs.
+    #[inline]
+    pub(super) fn sample_ooo(&mut self) -> bool {
+        self.ooo_seen = self.ooo_seen.wrapping_add(1);
+        cfg!(debug_assertions) || self.ooo_seen % OOO_CHECK_EVERY == 0
+    }
+
     /// One hand-back from the control ring, of the packet at stream position `pos`: the
     /// oldest not handed back (in-order calls), or a later one (the `_at` calls), which is
-    /// marked. With `check`, a later one must not overtake a packet of its own flow: worker
-    /// `w` that did is a bug that would let a flow run on two workers at once.
+    /// marked. With `check` (the caller's [`sample_ooo`](Self::sample_ooo)), a later one
+    /// must not overtake a packet of its own flow: worker `w` that did is a bug that would
+    /// let a flow run on two workers at once.
     pub(super) fn complete_at(&mut self, w: usize, pos: u64, check: bool) {
         self.cursor += 1;
         if self.frozen {
@@ -343,6 +356,10 @@ fn overtook(worker: usize, pos: u64, earlier: u64, tag: u64) -> ! {
         "distributor: worker {worker} handed back the packet at position {pos} of its stream          before the one at position {earlier}, both of flow {tag:#x}. Packets of one flow must          be handed back in the order received (packets of different flows may come back in          any order, with the `_at` calls); otherwise a flow could run on two workers at once"
     )
 }
+
+/// One out-of-order hand-back in this many is checked in release builds
+/// ([`Lane::sample_ooo`]).
+pub(super) const OOO_CHECK_EVERY: u32 = 16;
 
 /// Step of the rotating offset of the checked packet: 2^32 divided by the golden ratio, so
 /// successive probes spread evenly over every burst length (see [`probe_offset`]).

@@ -23,10 +23,10 @@
 //! Workers hand packets of one flow back in the order they received them; packets of
 //! different flows may come back in any order ([`Worker::done_at`] and the other `_at`
 //! calls name a packet by its [`Ticket`]). The distributor checks both: a packet handed back
-//! must be the one it sent at that position (its tag; every packet in debug builds, one
-//! per burst of in-order hand-backs in release builds, every one handed back out of order),
-//! and one handed back out of order must not overtake a packet of its own flow; it panics
-//! with a message naming the worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
+//! must be the one it sent at that position (its tag), and one handed back out of order
+//! must not overtake a packet of its own flow: every hand-back in debug builds; in release
+//! builds one per burst of in-order hand-backs and one in 16 out of order. It panics with
+//! a message naming the worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
 //! [`leave`](Worker::leave) (its thread panicked) leaves implicitly: what it never received
 //! is redistributed in order, what it held is counted as lost.
 //!
@@ -424,6 +424,9 @@ fn make_lane<T>(
     let (wret, mut rx) = spsc::channel(credit + 1).map_err(ConfigError::AllocFailed)?;
     // The distributor polls every lane in turn: a polite pause on one would hold up all.
     rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
+    // Control entries are single pops: released in groups (each poll releases what it
+    // read at its end), not one index store per entry.
+    rx.set_lazy_release(true);
     let tag_slots = credit.next_power_of_two();
     let mut tags = Vec::new();
     tags.try_reserve_exact(tag_slots).map_err(|_| {
@@ -487,6 +490,7 @@ fn make_lane<T>(
         cursor: 0,
         handed_bits: lane_bits,
         ooo: 0,
+        ooo_seen: 0,
         frozen: false,
         probe: 0,
         control,

@@ -141,19 +141,22 @@ where
             match lane.rx.pop().expect("peeked") {
                 Ret::Dropped { pos, .. } => {
                     stats.add(DROPPED, 1);
-                    lane.complete_at(w, pos, *check_order);
+                    let checked = *check_order && lane.sample_ooo();
+                    lane.complete_at(w, pos, checked);
                 }
                 Ret::Resched { pos, pkt, .. } => {
                     stats.add(RESCHEDULED, 1);
                     backlog.push_back(pkt);
                     backlog_at.push_back(*epoch);
-                    lane.complete_at(w, pos, *check_order);
+                    let checked = *check_order && lane.sample_ooo();
+                    lane.complete_at(w, pos, checked);
                 }
                 // Processed, handed back out of order: kept, accounted, then checked.
                 Ret::Done { pos, pkt, .. } => {
                     returned.push(pkt);
-                    lane.complete_at(w, pos, *check_order);
-                    if *check_order {
+                    let checked = *check_order && lane.sample_ooo();
+                    lane.complete_at(w, pos, checked);
+                    if checked {
                         let t = tag(returned.last().expect("just pushed"));
                         lane.check(w, pos, t);
                     }

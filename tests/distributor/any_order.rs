@@ -131,9 +131,10 @@ fn tickets_not_held_are_errors() {
 }
 
 /// A worker that hands back a flow's later packet before its earlier one is a bug the
-/// order check names (here caught at the `collect` that reads it; debug and release
-/// builds check every out-of-order hand-back).
+/// order check names (here caught at the `collect` that reads it; debug builds check
+/// every out-of-order hand-back, release builds one in 16).
 #[test]
+#[cfg_attr(not(debug_assertions), ignore = "release builds check one in 16")]
 fn a_worker_that_reorders_one_flow_is_caught() {
     let (mut d, mut ws) = distributor::new(
         Config {
