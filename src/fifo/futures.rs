@@ -19,10 +19,10 @@
 //! an end's cooperative budget of such completions in a row (`set_async_budget`), the next
 //! one yields once.
 //!
-//! As with the blocking waits, a consumer that pops single items and then awaits something
-//! else (another ring's `push_async`, say) should call `release_pending` first, or its
-//! producers may wait for room that is already free (see "Lazy release" in the module docs
-//! of either ring).
+//! As with the blocking waits, a consumer with lazy release on (`set_lazy_release`) that
+//! pops single items and then awaits something else (another ring's `push_async`, say)
+//! should call `release_pending` first, or its producers may wait for room that is
+//! already free (see "Lazy release" in the module docs of either ring).
 
 use alloc::vec::Vec;
 use core::fmt;

@@ -175,11 +175,11 @@ impl<T> Consumer<T, Wait> {
     /// [`WaitError::Disconnected`] once the producer is gone and the ring is empty;
     /// [`WaitError::Timeout`] if nothing came in time.
     ///
-    /// Before it sleeps it releases the slots that single pops left pending (see "Lazy
-    /// release" in the [module docs](super)). A thread that pops single items here and then
-    /// blocks elsewhere (in another ring's `push_wait`, say) should call
-    /// [`release_pending`](Self::release_pending) first, or this ring's producer may wait
-    /// for room that is already free.
+    /// Before it sleeps it releases the slots that single pops left pending with lazy
+    /// release on (see "Lazy release" in the [module docs](super)). Such a thread that pops
+    /// single items here and then blocks elsewhere (in another ring's `push_wait`, say)
+    /// should call [`release_pending`](Self::release_pending) first, or this ring's
+    /// producer may wait for room that is already free.
     ///
     /// ```
     /// use std::time::Duration;
