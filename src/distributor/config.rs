@@ -50,8 +50,11 @@ pub enum ConfigError {
     TooManyWorkers(usize),
     /// `credit` is 0 or above [`MAX_CREDIT`].
     BadCredit(usize),
-    /// A worker's rings could not be allocated (the allocator refused).
+    /// A worker's rings (or an ordered distributor's reorder window) could not be
+    /// allocated (the allocator refused).
     AllocFailed(CapacityError),
+    /// An ordered distributor's reorder window is 0 or above [`MAX_WINDOW`] packets.
+    BadWindow(usize),
 }
 
 impl fmt::Display for ConfigError {
@@ -72,7 +75,12 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::AllocFailed(e) => write!(
                 f,
-                "could not allocate a worker's rings ({e}): use fewer workers or a smaller credit"
+                "could not allocate a worker's rings or the reorder window ({e}): use fewer \
+                 workers, a smaller credit or a smaller window"
+            ),
+            ConfigError::BadWindow(w) => write!(
+                f,
+                "reorder window {w} is out of range: use 1 to {MAX_WINDOW} packets"
             ),
         }
     }
@@ -267,7 +275,10 @@ where
     /// d.collect(&mut out);
     /// assert_eq!(out, [11]);
     /// ```
+    ///
+    /// An [ordered](new_ordered) distributor has no order check (its workers may hand
+    /// packets back in any order): there this does nothing.
     pub fn set_order_check(&mut self, on: bool) {
-        self.check_order = on;
+        self.check_order = on && self.reorder.is_none();
     }
 }

@@ -121,10 +121,14 @@ where
     ) -> Result<usize, NoWorkers> {
         if self.active == 0 {
             let mut all: Vec<T> = self.backlog.drain(..).collect();
-            self.backlog_at.clear();
+            let seqs = std::mem::take(&mut self.backlog_at);
+            self.give_up_seqs(seqs);
             all.append(pkts);
             *pkts = all;
             return Err(NoWorkers);
+        }
+        if self.reorder.is_some() {
+            return Ok(self.distribute_ordered(pkts));
         }
         // (`clear` rewrites a set's control bytes even when it is empty.)
         if !self.blocked.is_empty() {

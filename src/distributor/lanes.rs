@@ -58,7 +58,12 @@ impl<T> Router<'_, T> {
     /// in a row and a scan of every lane happens about once per batch instead of once per
     /// packet.
     #[inline]
-    fn least_loaded(lanes: &[Lane<T>], credit: u64, slack: u64, pick: &mut Pick) -> Option<usize> {
+    pub(super) fn least_loaded(
+        lanes: &[Lane<T>],
+        credit: u64,
+        slack: u64,
+        pick: &mut Pick,
+    ) -> Option<usize> {
         let p = *pick;
         debug_assert!(p.lane < lanes.len());
         // SAFETY: `pick.lane` is 0 (`Pick::NONE`; `new` makes at least one lane) or an
@@ -181,6 +186,8 @@ pub(super) struct Lane<T> {
     pub(super) staged_call: u64,
     /// Packets a leaving worker handed back unprocessed, held until its leave marker.
     pub(super) leaving: Vec<T>,
+    /// An ordered distributor's: the sequence numbers of `leaving`, in step with it.
+    pub(super) leaving_seqs: Vec<u64>,
     /// Tag of the packet sent at each position of this worker's stream (position `p` at
     /// `p & tag_mask`), for the hand-back order check. Distributor-local, never shared.
     pub(super) tags: Box<[u64]>,

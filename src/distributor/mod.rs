@@ -122,8 +122,10 @@ mod flows;
 mod lanes;
 mod membership;
 pub mod nodes;
+mod ordered;
 mod ownership;
 mod registry;
+mod reorder;
 mod returns;
 mod waits;
 mod worker;
@@ -147,6 +149,9 @@ pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
 pub use config::*;
 use lanes::*;
+pub use ordered::{new_ordered, NoTag};
+use reorder::Reorder;
+pub use reorder::MAX_WINDOW;
 
 /// The most workers one distributor serves.
 ///
@@ -291,7 +296,15 @@ pub struct Distributor<T, F = BoxTag<T>> {
     /// The lane whose return rings the next call reads whatever their load (one per call
     /// in turn, so that a leave or the last few hand-backs of an idle lane are seen).
     rotor: usize,
+    /// An ordered distributor's reorder window ([`new_ordered`]); `None` for an atomic one.
+    /// With it, a lane's `tags` hold the sequence number of the packet sent at each
+    /// position, and `backlog_at` holds a backlog packet's sequence number ([`NO_SEQ`] for
+    /// one that gets a new one: a rescheduled packet).
+    reorder: Option<Reorder<T>>,
 }
+
+/// An ordered distributor's backlog packet that has no sequence number yet.
+const NO_SEQ: u64 = u64::MAX;
 
 /// A flow-tag function in a box: the tag type of a distributor made by [`new_boxed`], so
 /// that its type, `Distributor<T>`, can be named in a struct or a signature without naming
@@ -403,6 +416,7 @@ where
         due_lanes: Vec::new(),
         collected: false,
         rotor: 0,
+        reorder: None,
     };
     let mut dist = dist;
     dist.set_batching(DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD);
@@ -485,6 +499,7 @@ fn make_lane<T>(
         staged: Vec::with_capacity(credit.min(1024)),
         staged_call: NOT_STAGED,
         leaving: Vec::new(),
+        leaving_seqs: Vec::new(),
         tags: tags.into_boxed_slice(),
         tag_mask: tag_slots - 1,
         cursor: 0,
@@ -630,6 +645,7 @@ impl<T, F> fmt::Debug for Distributor<T, F> {
             .field("workers", &self.lanes.iter().filter(|l| !l.removed).count())
             .field("active", &self.active)
             .field("backlog", &self.backlog.len())
+            .field("window", &self.reorder.as_ref().map(Reorder::window))
             .finish()
     }
 }

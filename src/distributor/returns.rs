@@ -88,6 +88,7 @@ where
             stats,
             tag,
             check_order,
+            reorder,
             ..
         } = self;
         let lane = &mut lanes[w];
@@ -108,7 +109,7 @@ where
                 // Each completes the oldest position not handed back: `completed` on, or,
                 // past positions handed back out of order, the unmarked ones.
                 let at = lane.completed;
-                let spread = if lane.ooo > 0 && *check_order {
+                let spread = if lane.ooo > 0 && (*check_order || reorder.is_some()) {
                     Some(unmarked_from(lane, got))
                 } else {
                     None
@@ -116,6 +117,16 @@ where
                 // Accounting first, then the user's `tag` (which may panic) for the check.
                 lane.advance(got);
                 avail -= got;
+                if let Some(win) = reorder.as_mut() {
+                    // Ordered: the burst's sequence numbers are kept at its positions.
+                    let (tags, m) = (&lane.tags, lane.tag_mask);
+                    match &spread {
+                        Some(ps) => win.take_burst(returned, start, |k| tags[ps[k] as usize & m]),
+                        None => {
+                            win.take_burst(returned, start, |k| tags[(at + k as u64) as usize & m])
+                        }
+                    }
+                }
                 let burst = &returned[start..];
                 if !*check_order {
                 } else if let Some(positions) = spread {
@@ -141,17 +152,32 @@ where
             match lane.rx.pop().expect("peeked") {
                 Ret::Dropped { pos, .. } => {
                     stats.add(DROPPED, 1);
+                    if let Some(win) = reorder.as_mut() {
+                        win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
+                    }
                     let checked = *check_order && lane.sample_ooo();
                     lane.complete_at(w, pos, checked);
                 }
                 Ret::Resched { pos, pkt, .. } => {
                     stats.add(RESCHEDULED, 1);
                     backlog.push_back(pkt);
-                    backlog_at.push_back(*epoch);
+                    if let Some(win) = reorder.as_mut() {
+                        // A new arrival: its old place in the order is given up.
+                        win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
+                        backlog_at.push_back(NO_SEQ);
+                    } else {
+                        backlog_at.push_back(*epoch);
+                    }
                     let checked = *check_order && lane.sample_ooo();
                     lane.complete_at(w, pos, checked);
                 }
                 // Processed, handed back out of order: kept, accounted, then checked.
+                Ret::Done { pos, pkt, .. } if reorder.is_some() => {
+                    let seq = lane.tags[pos as usize & lane.tag_mask];
+                    let win = reorder.as_mut().expect("matched");
+                    win.put(seq, pkt, returned);
+                    lane.complete_at(w, pos, false);
+                }
                 Ret::Done { pos, pkt, .. } => {
                     returned.push(pkt);
                     let checked = *check_order && lane.sample_ooo();
@@ -169,6 +195,10 @@ where
                     lane.cursor += 1;
                     // Kept before the user's `tag` runs: if it panics, the packet is not lost.
                     lane.leaving.push(pkt);
+                    if reorder.is_some() {
+                        lane.leaving_seqs
+                            .push(lane.tags[pos as usize & lane.tag_mask]);
+                    }
                     if *check_order {
                         let t = tag(lane.leaving.last().expect("just pushed"));
                         lane.check(w, pos, t);
@@ -178,6 +208,12 @@ where
                 // out of order): counted; the leave marker that follows right behind
                 // settles the lane, and until then its flows stay in flight.
                 Ret::Lost { n, .. } => {
+                    if let Some(win) = reorder.as_mut() {
+                        // The packets held: the `n` oldest positions not handed back.
+                        for pos in unmarked_from(lane, n) {
+                            win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
+                        }
+                    }
                     lane.frozen = true;
                     lane.cursor += n;
                     stats.add(LOST, n);
@@ -220,6 +256,17 @@ where
         // Packets routed to this worker but not yet pushed (a `tag` panic ended the call
         // that routed them) are the newest of its stream: they follow the ring's.
         unprocessed.append(&mut lane.staged);
+        // An ordered distributor's: their sequence numbers. Those never received (the
+        // ring's and the staged ones) are the last positions of the stream.
+        let mut seqs = std::mem::take(&mut lane.leaving_seqs);
+        if self.reorder.is_some() {
+            let never = (unprocessed.len() - seqs.len()) as u64;
+            for pos in lane.sent - never..lane.sent {
+                seqs.push(lane.tags[pos as usize & lane.tag_mask]);
+            }
+        } else {
+            seqs.clear();
+        }
         lane.staged_call = NOT_STAGED;
         // Everything sent to the worker is now accounted for: handed back before it left,
         // handed back unprocessed, or recovered from its ring. The next worker on this lane
@@ -232,9 +279,11 @@ where
         lane.active = false;
         lane.parked = Some(parked);
         self.active -= 1;
-        for p in unprocessed.into_iter().rev() {
+        let ordered = self.reorder.is_some();
+        for (k, p) in unprocessed.into_iter().enumerate().rev() {
             self.backlog.push_front(p);
-            self.backlog_at.push_front(0);
+            self.backlog_at
+                .push_front(if ordered { seqs[k] } else { 0 });
         }
         self.publish_roster();
     }

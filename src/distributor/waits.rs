@@ -194,9 +194,10 @@ where
             // gives back goes back where it was, at the front of the backlog.
             let mut none = Vec::new();
             if self.distribute(&mut none).is_err() {
+                let at = self.requeued_at();
                 for p in none.into_iter().rev() {
                     self.backlog.push_front(p);
-                    self.backlog_at.push_front(0);
+                    self.backlog_at.push_front(at);
                 }
             }
         } else {

@@ -6,4 +6,5 @@ mod distributor;
 mod nodes;
 mod nodes_interleavings;
 mod nodes_reschedule_migration;
+mod ordered;
 mod waits;

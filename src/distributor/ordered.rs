@@ -1,0 +1,205 @@
+//! Ordered scheduling: any worker with credit takes any packet, and the packets come back
+//! out of [`collect`](Distributor::collect) in the order the distributor accepted them,
+//! through a bounded reorder window (the ORDERED queue type of DPDK's eventdev, whose sw
+//! and DLB devices restore order the same way: a sequence number per packet at
+//! admission, a window released in sequence order).
+//!
+//! Routing needs no flow table: each packet goes to the least loaded worker, or one within
+//! a lane batch of it, so bursts stay together on one worker (one line transfer still
+//! moves a burst). The sequence number is the distributor's own: it is kept, per position
+//! of a worker's stream, where an atomic distributor keeps the tag for its order check,
+//! and the packet travels bare.
+
+use super::*;
+
+/// The tag type of an ordered distributor ([`new_ordered`]): it routes without tags, so
+/// this one is never called.
+pub type NoTag<T> = fn(&T) -> u64;
+
+/// The tag of an ordered distributor (never called: routing there needs none).
+fn no_tag<T>(_: &T) -> u64 {
+    0
+}
+
+/// Makes an **ordered** distributor and its `config.workers` workers: any worker with
+/// credit may take any packet (one heavy flow spreads over every worker), and
+/// [`collect`](Distributor::collect) gives the packets back in the order
+/// [`distribute`](Distributor::distribute) accepted them, across all flows (so every flow's
+/// order holds too).
+///
+/// Every accepted packet takes a slot of a reorder window of `window` packets until it is
+/// released: a packet handed back waits there for every older one. A dropped,
+/// rescheduled or lost packet gives its slot up (a rescheduled packet is accepted again as
+/// new, with a new place in the order); packets a leaving worker hands back unprocessed,
+/// and those it never received, keep their place and go to another worker. While the
+/// window is full (the oldest packet is still at a slow worker), `distribute` accepts
+/// nothing and leaves the input with the caller, as it does when credit runs out: nothing
+/// is dropped. A window of a few times `workers * credit` lets a worker lag by a few
+/// credits' worth of packets before admission stops.
+///
+/// Workers use the same calls as with an atomic distributor; they may hand packets back
+/// in any order ([`Worker::done_at`] and the other `_at` calls), and the distributor
+/// makes no order check ([`Distributor::set_order_check`] does nothing here). Pipelines
+/// that need per-flow state chain an ordered distributor into an atomic one (see the
+/// `pipeline` example's two-stage form). The multi-node layout ([`nodes`]) is atomic only.
+///
+/// Release is in global order (one head, one slot per packet: the cost is a compare per
+/// packet handed back in sequence and a slot write and read for the others), not per flow
+/// (which would let other flows pass a slow packet, at the price of a queue per flow).
+///
+/// # Errors
+///
+/// As [`new`], and [`ConfigError::BadWindow`] for a window of 0 or above [`MAX_WINDOW`].
+///
+/// ```
+/// use flowline::distributor::{self, Config};
+/// let (mut d, mut ws) = distributor::new_ordered::<u64>(Config { workers: 2, credit: 8 }, 64).unwrap();
+/// d.distribute(&mut vec![1, 2, 3, 4]).unwrap(); // one flow, spread over both workers
+/// let (mut a, mut b) = (Vec::new(), Vec::new());
+/// let got = ws[0].recv_burst(&mut a, 8).unwrap() + ws[1].recv_burst(&mut b, 8).unwrap();
+/// assert_eq!(got, 4);
+/// // The worker that holds the newer packets finishes first...
+/// let (old, new) = if a.contains(&1) { (0, 1) } else { (1, 0) };
+/// let (mut old_b, mut new_b) = if old == 0 { (a, b) } else { (b, a) };
+/// ws[new].done_burst(&mut new_b).unwrap();
+/// let mut out = Vec::new();
+/// d.collect(&mut out);
+/// assert!(out.is_empty()); // ...and waits for the older ones.
+/// ws[old].done_burst(&mut old_b).unwrap();
+/// d.collect(&mut out);
+/// assert_eq!(out, [1, 2, 3, 4]);
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn new_ordered<T>(
+    config: Config,
+    window: usize,
+) -> Result<(Distributor<T, NoTag<T>>, Vec<Worker<T>>), ConfigError> {
+    let reorder = Reorder::new(window)?;
+    let (mut d, workers) = new(config, no_tag as NoTag<T>)?;
+    d.reorder = Some(reorder);
+    d.check_order = false;
+    Ok((d, workers))
+}
+
+impl<T, F> Distributor<T, F>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// Whether this distributor schedules ordered ([`new_ordered`]).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (d, _ws) = distributor::new_ordered::<u64>(Config { workers: 1, credit: 8 }, 16).unwrap();
+    /// assert!(d.is_ordered());
+    /// ```
+    pub fn is_ordered(&self) -> bool {
+        self.reorder.is_some()
+    }
+
+    /// An ordered distributor's packets handed back and held for an older one (0 for an
+    /// atomic distributor): they leave with [`collect`](Self::collect) once every older
+    /// packet is back or given up.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (d, _ws) = distributor::new_ordered::<u64>(Config { workers: 1, credit: 8 }, 16).unwrap();
+    /// assert_eq!(d.waiting_for_order(), 0);
+    /// ```
+    pub fn waiting_for_order(&self) -> usize {
+        self.reorder.as_ref().map_or(0, |r| r.waiting() as usize)
+    }
+
+    /// `distribute` of an ordered distributor (with a worker active): routes the backlog,
+    /// then stamps and routes input while the window has room and a worker has credit.
+    pub(super) fn distribute_ordered(&mut self, pkts: &mut Vec<T>) -> usize {
+        self.route_backlog_ordered();
+        let slack = self.slack();
+        let mut input = std::mem::take(&mut self.scratch);
+        std::mem::swap(&mut input, pkts);
+        let len = input.len();
+        {
+            let Self {
+                lanes,
+                reorder,
+                pick,
+                credit,
+                ..
+            } = self;
+            let win = reorder.as_mut().expect("an ordered distributor");
+            let mut rest = input.drain(..);
+            // No user code runs in this loop (no tag, no waker): nothing can cut it short.
+            while win.room() > 0 {
+                let Some(w) = Router::least_loaded(lanes, *credit, slack, pick) else {
+                    break;
+                };
+                let Some(p) = rest.next() else { break };
+                let seq = win.stamp();
+                // Within `lanes`: `least_loaded` scans it.
+                lanes[w].send(p, seq);
+            }
+            pkts.extend(rest);
+        }
+        self.scratch = input;
+        let accepted = (len - pkts.len()) as u64;
+        let mut delta = [0u64; 5];
+        delta[ACCEPTED] = accepted;
+        delta[BACKPRESSURED] = pkts.len() as u64;
+        // Counted before the publication, whose waker may panic (see `distribute_polled`).
+        self.stats.add_all(delta);
+        self.push_staged(true, self.publish_all);
+        accepted as usize
+    }
+
+    /// Routes the backlog of an ordered distributor, oldest first, while workers have
+    /// credit: packets a leaving worker handed back keep their sequence number; a
+    /// rescheduled packet gets a new one, if the window has room.
+    pub(super) fn route_backlog_ordered(&mut self) {
+        self.pick = Pick::NONE;
+        let slack = self.slack();
+        let Self {
+            lanes,
+            reorder,
+            pick,
+            credit,
+            backlog,
+            backlog_at,
+            ..
+        } = self;
+        let win = reorder.as_mut().expect("an ordered distributor");
+        while let Some(&at) = backlog_at.front() {
+            if at == NO_SEQ && win.room() == 0 {
+                break;
+            }
+            let Some(w) = Router::least_loaded(lanes, *credit, slack, pick) else {
+                break;
+            };
+            let p = backlog.pop_front().expect("in step with backlog_at");
+            backlog_at.pop_front();
+            let seq = if at == NO_SEQ { win.stamp() } else { at };
+            lanes[w].send(p, seq);
+        }
+    }
+
+    /// An ordered distributor's packets that leave it unprocessed (given back with
+    /// [`NoWorkers`]) give their slots up: `seqs` are their `backlog_at` entries.
+    pub(super) fn give_up_seqs(&mut self, seqs: impl IntoIterator<Item = u64>) {
+        if let Some(win) = self.reorder.as_mut() {
+            for s in seqs {
+                if s != NO_SEQ {
+                    win.skip(s, &mut self.returned);
+                }
+            }
+        }
+    }
+
+    /// The `backlog_at` entry of a packet put back at the front of the backlog after a
+    /// [`NoWorkers`] gave it up: 0 (older than anything of its flow) for an atomic
+    /// distributor, [`NO_SEQ`] (a new place in the order) for an ordered one.
+    pub(super) fn requeued_at(&self) -> u64 {
+        if self.reorder.is_some() {
+            NO_SEQ
+        } else {
+            0
+        }
+    }
+}
