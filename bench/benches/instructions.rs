@@ -422,6 +422,54 @@ fn dist_1worker_any_order(
     one_worker_handing_back(d, ws, pkts, true)
 }
 
+/// An ordered distributor (`distributor::new_ordered`) with `workers` workers of credit
+/// 256 and a reorder window of 1024, and the packets (their flows do not matter to it).
+fn dist_ordered(
+    workers: usize,
+) -> (
+    distributor::Distributor<u64, Tag>,
+    Vec<distributor::Worker<u64>>,
+    Vec<u64>,
+) {
+    let (d, ws) = distributor::new_ordered(
+        Config {
+            workers,
+            credit: 256,
+        },
+        1024,
+    )
+    .unwrap();
+    (d, ws, packets())
+}
+
+// Per packet: `dist_1worker_in_order` through an ordered distributor (no flow table; a
+// sequence number per packet, released in order).
+#[library_benchmark]
+#[bench::n(setup = dist_ordered, args = (1))]
+fn dist_1worker_ordered(
+    (d, ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    one_worker_handing_back(d, ws, pkts, false)
+}
+
+// Per packet: `dist_2workers` through an ordered distributor: bursts spread over both
+// workers whatever their flows, released in acceptance order.
+#[library_benchmark]
+#[bench::n(setup = dist_ordered, args = (2))]
+fn dist_2workers_ordered(
+    (d, ws, pkts): (
+        distributor::Distributor<u64, Tag>,
+        Vec<distributor::Worker<u64>>,
+        Vec<u64>,
+    ),
+) -> usize {
+    two_workers(d, ws, pkts)
+}
+
 /// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
 /// distributor's type without the closure's costs.
 fn dist_boxed_setup() -> (
@@ -575,7 +623,8 @@ fn dist_lines(
 library_benchmark_group!(
     name = dist;
     benchmarks = dist_2workers, dist_2workers_wait, dist_2workers_boxed, dist_1worker_in_order,
-        dist_1worker_any_order, dist_2nodes, dist_lines
+        dist_1worker_any_order, dist_1worker_ordered, dist_2workers_ordered, dist_2nodes,
+        dist_lines
 );
 
 // ---- counters, cells, locks ------------------------------------------------------------------

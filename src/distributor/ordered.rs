@@ -111,6 +111,9 @@ where
 
     /// `distribute` of an ordered distributor (with a worker active): routes the backlog,
     /// then stamps and routes input while the window has room and a worker has credit.
+    /// Never inlined: the atomic path's routing loop, in the same caller, keeps its
+    /// registers.
+    #[inline(never)]
     pub(super) fn distribute_ordered(&mut self, pkts: &mut Vec<T>) -> usize {
         self.route_backlog_ordered();
         let slack = self.slack();
@@ -182,6 +185,8 @@ where
 
     /// An ordered distributor's packets that leave it unprocessed (given back with
     /// [`NoWorkers`]) give their slots up: `seqs` are their `backlog_at` entries.
+    #[cold]
+    #[inline(never)]
     pub(super) fn give_up_seqs(&mut self, seqs: impl IntoIterator<Item = u64>) {
         if let Some(win) = self.reorder.as_mut() {
             for s in seqs {

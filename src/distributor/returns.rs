@@ -77,8 +77,26 @@ where
     /// Reads worker `w`'s two return rings and merges them in the worker's order: control
     /// entries carry their position, processed packets fill the positions between them.
     /// Each processed (and unprocessed) packet's tag is checked against the tag sent at its
-    /// position.
+    /// position; an ordered distributor's go through its reorder window instead.
     fn poll_lane(&mut self, w: usize) {
+        if self.reorder.is_some() {
+            self.poll_lane_ordered(w);
+        } else {
+            self.poll_lane_as::<false>(w);
+        }
+    }
+
+    /// [`poll_lane`](Self::poll_lane) of an ordered distributor. Never inlined, so the
+    /// atomic one's callers keep their registers.
+    #[inline(never)]
+    fn poll_lane_ordered(&mut self, w: usize) {
+        self.poll_lane_as::<true>(w);
+    }
+
+    /// [`poll_lane`](Self::poll_lane), compiled apart for each kind of distributor, so the
+    /// atomic one's loop carries none of the ordered one's steps.
+    #[inline(always)]
+    fn poll_lane_as<const ORDERED: bool>(&mut self, w: usize) {
         let Self {
             lanes,
             returned,
@@ -109,7 +127,7 @@ where
                 // Each completes the oldest position not handed back: `completed` on, or,
                 // past positions handed back out of order, the unmarked ones.
                 let at = lane.completed;
-                let spread = if lane.ooo > 0 && (*check_order || reorder.is_some()) {
+                let spread = if lane.ooo > 0 && (*check_order || ORDERED) {
                     Some(unmarked_from(lane, got))
                 } else {
                     None
@@ -117,7 +135,7 @@ where
                 // Accounting first, then the user's `tag` (which may panic) for the check.
                 lane.advance(got);
                 avail -= got;
-                if let Some(win) = reorder.as_mut() {
+                if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                     // Ordered: the burst's sequence numbers are kept at its positions.
                     let (tags, m) = (&lane.tags, lane.tag_mask);
                     match &spread {
@@ -152,7 +170,7 @@ where
             match lane.rx.pop().expect("peeked") {
                 Ret::Dropped { pos, .. } => {
                     stats.add(DROPPED, 1);
-                    if let Some(win) = reorder.as_mut() {
+                    if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                         win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
                     }
                     let checked = *check_order && lane.sample_ooo();
@@ -161,7 +179,7 @@ where
                 Ret::Resched { pos, pkt, .. } => {
                     stats.add(RESCHEDULED, 1);
                     backlog.push_back(pkt);
-                    if let Some(win) = reorder.as_mut() {
+                    if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                         // A new arrival: its old place in the order is given up.
                         win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
                         backlog_at.push_back(NO_SEQ);
@@ -172,7 +190,7 @@ where
                     lane.complete_at(w, pos, checked);
                 }
                 // Processed, handed back out of order: kept, accounted, then checked.
-                Ret::Done { pos, pkt, .. } if reorder.is_some() => {
+                Ret::Done { pos, pkt, .. } if ORDERED => {
                     let seq = lane.tags[pos as usize & lane.tag_mask];
                     let win = reorder.as_mut().expect("matched");
                     win.put(seq, pkt, returned);
@@ -195,7 +213,7 @@ where
                     lane.cursor += 1;
                     // Kept before the user's `tag` runs: if it panics, the packet is not lost.
                     lane.leaving.push(pkt);
-                    if reorder.is_some() {
+                    if ORDERED {
                         lane.leaving_seqs
                             .push(lane.tags[pos as usize & lane.tag_mask]);
                     }
@@ -208,7 +226,7 @@ where
                 // out of order): counted; the leave marker that follows right behind
                 // settles the lane, and until then its flows stay in flight.
                 Ret::Lost { n, .. } => {
-                    if let Some(win) = reorder.as_mut() {
+                    if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                         // The packets held: the `n` oldest positions not handed back.
                         for pos in unmarked_from(lane, n) {
                             win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
