@@ -116,29 +116,32 @@ where
     #[inline(never)]
     pub(super) fn distribute_ordered(&mut self, pkts: &mut Vec<T>) -> usize {
         self.route_backlog_ordered();
-        let slack = self.slack();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
         let len = input.len();
         {
+            let run = self.run_len();
             let Self {
                 lanes,
                 reorder,
-                pick,
                 credit,
                 ..
             } = self;
             let win = reorder.as_mut().expect("an ordered distributor");
             let mut rest = input.drain(..);
             // No user code runs in this loop (no tag, no waker): nothing can cut it short.
-            while win.room() > 0 {
-                let Some(w) = Router::least_loaded(lanes, *credit, slack, pick) else {
+            'runs: while win.room() > 0 && rest.len() > 0 {
+                let Some((w, n)) = pick_run(lanes, *credit, run, &mut win.turn) else {
                     break;
                 };
-                let Some(p) = rest.next() else { break };
-                let seq = win.stamp();
-                // Within `lanes`: `least_loaded` scans it.
-                lanes[w].send(p, seq);
+                for _ in 0..n {
+                    if win.room() == 0 {
+                        break 'runs;
+                    }
+                    let Some(p) = rest.next() else { break 'runs };
+                    let seq = win.stamp();
+                    lanes[w].send(p, seq);
+                }
             }
             pkts.extend(rest);
         }
@@ -153,33 +156,43 @@ where
         accepted as usize
     }
 
+    /// Packets an ordered distributor sends to one worker in a row: a lane batch (so
+    /// they go out as one burst, one index store), or 1 when batching is off.
+    fn run_len(&self) -> u64 {
+        self.batch
+    }
+
     /// Routes the backlog of an ordered distributor, oldest first, while workers have
     /// credit: packets a leaving worker handed back keep their sequence number; a
     /// rescheduled packet gets a new one, if the window has room.
     pub(super) fn route_backlog_ordered(&mut self) {
         self.pick = Pick::NONE;
-        let slack = self.slack();
+        let run = self.run_len();
         let Self {
             lanes,
             reorder,
-            pick,
             credit,
             backlog,
             backlog_at,
             ..
         } = self;
         let win = reorder.as_mut().expect("an ordered distributor");
-        while let Some(&at) = backlog_at.front() {
-            if at == NO_SEQ && win.room() == 0 {
-                break;
-            }
-            let Some(w) = Router::least_loaded(lanes, *credit, slack, pick) else {
+        'runs: while !backlog.is_empty() {
+            let Some((w, n)) = pick_run(lanes, *credit, run, &mut win.turn) else {
                 break;
             };
-            let p = backlog.pop_front().expect("in step with backlog_at");
-            backlog_at.pop_front();
-            let seq = if at == NO_SEQ { win.stamp() } else { at };
-            lanes[w].send(p, seq);
+            for _ in 0..n {
+                let Some(&at) = backlog_at.front() else {
+                    break 'runs;
+                };
+                if at == NO_SEQ && win.room() == 0 {
+                    break 'runs;
+                }
+                let p = backlog.pop_front().expect("in step with backlog_at");
+                backlog_at.pop_front();
+                let seq = if at == NO_SEQ { win.stamp() } else { at };
+                lanes[w].send(p, seq);
+            }
         }
     }
 
@@ -207,4 +220,27 @@ where
             0
         }
     }
+}
+
+/// The lane for the next run of an ordered distributor's packets, and how many it may
+/// take: the active lane with the least outstanding work that has credit left (ties go to
+/// the first from `turn` on, so equal lanes take runs in turn), up to `run` packets and
+/// its credit. `turn` moves past the lane picked.
+fn pick_run<T>(lanes: &[Lane<T>], credit: u64, run: u64, turn: &mut usize) -> Option<(usize, u64)> {
+    let n = lanes.len();
+    let mut best: Option<(usize, u64)> = None;
+    for k in 0..n {
+        let i = (*turn + k) % n;
+        let lane = &lanes[i];
+        if !lane.active {
+            continue;
+        }
+        let load = lane.outstanding();
+        if load < credit && best.map_or(true, |(_, b)| load < b) {
+            best = Some((i, load));
+        }
+    }
+    let (w, load) = best?;
+    *turn = if w + 1 == n { 0 } else { w + 1 };
+    Some((w, run.min(credit - load)))
 }

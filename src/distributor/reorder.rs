@@ -49,6 +49,9 @@ pub(super) struct Reorder<T> {
     parked: u64,
     /// Of those, the `Ready` ones.
     ready: u64,
+    /// The lane from which the distributor's next scan for a run of packets starts (ties
+    /// between equally loaded lanes go round).
+    pub(super) turn: usize,
 }
 
 impl<T> Reorder<T> {
@@ -74,6 +77,7 @@ impl<T> Reorder<T> {
             next: 0,
             parked: 0,
             ready: 0,
+            turn: 0,
         })
     }
 

@@ -5,6 +5,11 @@
 //! - `dist_1worker`: 1024 synthetic flows, round robin.
 //! - `dist_any_order_1worker`: the same, the worker handing each burst back in reverse
 //!   (`Worker::done_at` by ticket), against in-order hand-backs in the same run.
+//! - `dist_ordered_1worker`: an ordered distributor (`distributor::new_ordered`, a reorder
+//!   window of 4 credits per worker), against the atomic one in the same run.
+//! - `dist_ordered_elephant_2workers`: every packet of one flow, two workers driven in turn
+//!   by one thread on CPU 1: ordered (the flow spreads over both) against atomic (the flow
+//!   stays on one worker). Third figure: the smallest worker's share of the packets.
 //! - `dist_pcap`: the flows of a real capture (`bench/tests/data/loopback.pcap`, tagged by the
 //!   symmetric RSS hash of each frame's 5-tuple, as the `pcap_replay` example does), looped
 //!   with a flow salt per lap, next to the synthetic flows in the same run.
@@ -56,7 +61,7 @@ fn flowline_handing_back(
     burst: usize,
     reverse: bool,
 ) -> Vec<f64> {
-    let (mut d, mut ws) = distributor::new(
+    let (d, ws) = distributor::new(
         Config {
             workers: 1,
             credit: 512,
@@ -64,8 +69,48 @@ fn flowline_handing_back(
         move |p: &u64| tag(*p),
     )
     .unwrap();
-    let mut w = ws.pop().unwrap();
-    let ((secs, cycles, sum), ()) = pair(
+    let mut v = drive(d, ws, n, burst, reverse);
+    v.truncate(2);
+    v
+}
+
+/// An ordered distributor (`distributor::new_ordered`, window 4 credits per worker) with
+/// `workers` workers: (Mpkts/s, TSC cycles per packet, smallest worker share in %).
+fn ordered(n: u64, workers: usize, burst: usize) -> Vec<f64> {
+    let credit = 512;
+    let (d, ws) =
+        distributor::new_ordered(Config { workers, credit }, 4 * workers * credit).unwrap();
+    drive(d, ws, n, burst, false)
+}
+
+/// An atomic distributor with `workers` workers and every packet of one flow:
+/// (Mpkts/s, TSC cycles per packet, smallest worker share in %).
+fn atomic_elephant(n: u64, workers: usize, burst: usize) -> Vec<f64> {
+    let (d, ws) = distributor::new(
+        Config {
+            workers,
+            credit: 512,
+        },
+        |_: &u64| 7,
+    )
+    .unwrap();
+    drive(d, ws, n, burst, false)
+}
+
+/// Runs `n` packets (sequence numbers) in bursts through `d` on CPU 0, its workers driven
+/// in turn by one thread on CPU 1 (each takes what it has and hands it back, in reverse
+/// with `reverse`), checks the returned packets' sum, and returns (Mpkts/s, TSC cycles
+/// per packet on the distributor's thread, the smallest worker's share of the packets
+/// in %).
+fn drive<F: FnMut(&u64) -> u64 + Send + 'static>(
+    mut d: distributor::Distributor<u64, F>,
+    mut ws: Vec<distributor::Worker<u64>>,
+    n: u64,
+    burst: usize,
+    reverse: bool,
+) -> Vec<f64> {
+    let workers = ws.len();
+    let ((secs, cycles, sum, share), ()) = pair(
         move || {
             let t = Instant::now();
             let c0 = tsc();
@@ -90,28 +135,40 @@ fn flowline_handing_back(
                 out.clear();
             }
             let cycles = tsc() - c0;
-            (t.elapsed().as_secs_f64(), cycles, sum)
-            // `d` drops here: the worker sees Disconnected and exits.
+            let least = (0..workers)
+                .map(|i| d.worker_completed(i).unwrap_or(0))
+                .min()
+                .unwrap_or(0);
+            let share = least as f64 * 100.0 / n as f64;
+            (t.elapsed().as_secs_f64(), cycles, sum, share)
+            // `d` drops here: the workers see Disconnected and exit.
         },
         move || {
             let mut b = Vec::with_capacity(burst);
             loop {
-                let first = w.next_ticket();
-                if w.recv_burst(&mut b, burst).is_err() {
-                    break;
-                }
-                if reverse {
-                    while let Some(p) = b.pop() {
-                        w.done_at(first.nth(b.len()), p).unwrap();
+                let mut live = false;
+                for w in ws.iter_mut() {
+                    let first = w.next_ticket();
+                    if w.recv_burst(&mut b, burst).is_err() {
+                        continue;
                     }
-                } else {
-                    w.done_burst(&mut b).unwrap();
+                    live = true;
+                    if reverse {
+                        while let Some(p) = b.pop() {
+                            w.done_at(first.nth(b.len()), p).unwrap();
+                        }
+                    } else {
+                        w.done_burst(&mut b).unwrap();
+                    }
+                }
+                if !live {
+                    break;
                 }
             }
         },
     );
     assert_eq!(sum, n * (n - 1) / 2, "returned packets' checksum");
-    vec![n as f64 / secs / 1e6, cycles as f64 / n as f64]
+    vec![n as f64 / secs / 1e6, cycles as f64 / n as f64, share]
 }
 
 /// Packets per second through the distributor, and TSC cycles per packet on its thread.
@@ -384,6 +441,48 @@ pub fn run(r: &mut Report) {
         METRICS,
         impls,
         &[("flowline_any_order", "flowline")],
+    );
+    // Ordered scheduling: one worker, against the atomic distributor in the same run.
+    let impls: Vec<Impl> = vec![
+        (
+            "flowline_ordered",
+            Box::new(move || {
+                let mut v = ordered(n, 1, 32);
+                v.truncate(2);
+                v
+            }),
+        ),
+        ("flowline", Box::new(move || flowline(n, synthetic, 32))),
+    ];
+    r.scenario(
+        "dist_ordered_1worker",
+        METRICS,
+        impls,
+        &[("flowline_ordered", "flowline")],
+    );
+    // One elephant flow over 2 workers: ordered spreads it (smallest share near 50%), an
+    // atomic distributor keeps it on one worker (0%).
+    let share_metrics = [
+        METRICS[0],
+        METRICS[1],
+        Metric {
+            suffix: "_share",
+            unit: "pct_smallest_worker",
+            higher_is_better: true,
+        },
+    ];
+    let impls: Vec<Impl> = vec![
+        ("flowline_ordered", Box::new(move || ordered(n, 2, 32))),
+        (
+            "flowline_atomic",
+            Box::new(move || atomic_elephant(n, 2, 32)),
+        ),
+    ];
+    r.scenario(
+        "dist_ordered_elephant_2workers",
+        &share_metrics,
+        impls,
+        &[("flowline_ordered", "flowline_atomic")],
     );
     let node_metrics = [
         METRICS[0],

@@ -97,7 +97,7 @@ fn main() {
                 println!("           mpsc_r1024_burst1 mpsc_r1024_burst8 mpsc_r1024_burst32");
                 println!("           mpsc_2p_oversub_burst8");
                 println!("           counter_2writers_inc counter_pktgen");
-                println!("           dist_1worker dist_any_order_1worker dist_pcap dist_2nodes dist_2nodes_migrating dist_2nodes_balance");
+                println!("           dist_1worker dist_any_order_1worker dist_ordered_1worker dist_ordered_elephant_2workers dist_pcap dist_2nodes dist_2nodes_migrating dist_2nodes_balance");
                 println!("           dist_lines dist_latency_light_{{W}}w dist_latency_full_{{W}}w (W = 1, 2)");
                 println!("           lock_uncontended lock_contended_2threads");
                 println!(
