@@ -330,3 +330,58 @@ fn out_of_order_hand_backs_merge_across_return_rings() {
         drop(t.join().unwrap());
     });
 }
+
+/// The reorder window of an ordered distributor with a leaving worker: packets 0 and 2
+/// go to worker 0, packet 1 to worker 1. Worker 0 hands back 0 and leaves with 2 still in
+/// its ring; the distributor recovers 2 with its place in the order and routes it to
+/// worker 1, which hands back 1 and 2 as they come. Whatever the interleaving, the
+/// packets leave `collect` once each, in order, and nothing stays in the window.
+#[test]
+fn reorder_window_with_a_leaving_worker() {
+    loom::model(|| {
+        let (mut d, mut ws) = distributor::new_ordered::<u8>(
+            Config {
+                workers: 2,
+                credit: 2,
+            },
+            4,
+        )
+        .unwrap();
+        assert_eq!(d.distribute(&mut vec![0, 1, 2]).unwrap(), 3);
+        let mut w1 = ws.pop().unwrap();
+        let mut w0 = ws.pop().unwrap();
+        let t0 = thread::spawn(move || {
+            let mut b = Vec::new();
+            while b.is_empty() {
+                if w0.recv_burst(&mut b, 1).unwrap() == 0 {
+                    thread::yield_now();
+                }
+            }
+            assert_eq!(b, [0]);
+            w0.done(b[0]).unwrap();
+            w0.leave(Vec::new()).unwrap();
+        });
+        let t1 = thread::spawn(move || {
+            let (mut b, mut handed) = (Vec::new(), 0);
+            while handed < 2 {
+                if w1.recv_burst(&mut b, 2).unwrap() == 0 {
+                    thread::yield_now();
+                }
+                handed += b.len();
+                w1.done_burst(&mut b).unwrap();
+            }
+            w1
+        });
+        let mut out = Vec::new();
+        while out.len() < 3 {
+            d.distribute(&mut Vec::new()).unwrap();
+            if d.collect(&mut out) == 0 {
+                thread::yield_now();
+            }
+        }
+        assert_eq!(out, [0, 1, 2]);
+        assert_eq!((d.in_flight(), d.waiting_for_order()), (0, 0));
+        t0.join().unwrap();
+        drop(t1.join().unwrap());
+    });
+}
