@@ -13,5 +13,6 @@ mod lockmeter;
 mod mpsc;
 mod niche;
 mod nodes;
+mod ordered;
 mod slot;
 mod spsc;
