@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example pipeline -- [--seconds 10] [--flows 1024] [--zipf 1.0]
 //!     [--workers N] [--resched 0.01] [--drop 0.001] [--work 40] [--burst 32] [--credit 256]
-//!     [--nodes N] [--migrate-every MS] [--balance CALLS]
+//!     [--nodes N] [--migrate-every MS] [--balance CALLS] [--ordered | --two-stage]
 //! ```
 //!
 //! A generator makes packets of many flows (Zipf-skewed), the distributor (this thread,
@@ -27,6 +27,13 @@
 //! load (`NodeDistributor::set_balance`, the default policy with a sample every CALLS
 //! calls): a node whose workers stay out of credit while another's have room moves
 //! buckets of its flows there; the lines show the migrations the policy started.
+//!
+//! With `--ordered`, one ordered distributor (`distributor::new_ordered`) serves the
+//! workers: any worker takes any packet, so one heavy flow (`--flows 1`) spreads over all
+//! of them, and packets leave in the order they came in (checked, with every flow's order
+//! and exactly once). `--two-stage` chains it into an atomic distributor with workers of
+//! its own that keep per-flow state (the layout for stateless work such as checksums,
+//! then per-flow work); they check that no flow goes backwards.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -36,6 +43,9 @@ use flowline::distributor::nodes::{self, NodesConfig};
 use flowline::distributor::{self, Config};
 use flowline::topology::{self, Topology};
 use flowline::wait::WaitError;
+
+#[path = "pipeline/ordered.rs"]
+mod ordered;
 
 #[derive(Clone, Copy, Debug)]
 struct Packet {
@@ -47,6 +57,7 @@ struct Packet {
     id: u64,
 }
 
+#[derive(Clone)]
 struct Opts {
     seconds: f64,
     flows: u32,
@@ -60,6 +71,8 @@ struct Opts {
     nodes: usize,
     migrate_ms: u64,
     balance: u32,
+    /// `--ordered` (1) or `--two-stage` (2); 0 for the atomic distributor.
+    ordered: u8,
 }
 
 const HELP: &str = "\
@@ -78,6 +91,10 @@ options:
   --nodes N     run N node distributors bridged by rings, --workers each (default 1)
   --migrate-every MS  with --nodes: each node migrates a flow bucket to the next node
                 every MS milliseconds (default 0: never)
+  --ordered     an ordered distributor: any worker takes any packet (one heavy flow
+                spreads over every worker), packets leave in the order they came in
+  --two-stage   an ordered stage (stateless work), then an atomic stage whose workers
+                keep per-flow state; --workers each
   --balance CALLS  with --nodes: balance load between nodes, sampling every CALLS
                 calls (default 0: off)
   -h, --help    this text";
@@ -96,12 +113,17 @@ fn parse() -> Result<Opts, String> {
         nodes: 1,
         migrate_ms: 0,
         balance: 0,
+        ordered: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         if a == "-h" || a == "--help" {
             println!("{HELP}");
             std::process::exit(0);
+        }
+        if a == "--ordered" || a == "--two-stage" {
+            o.ordered = if a == "--ordered" { 1 } else { 2 };
+            continue;
         }
         let v = args
             .next()
@@ -172,6 +194,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if o.ordered > 0 {
+        if o.nodes >= 2 {
+            eprintln!("--ordered and --two-stage run one node; the multi-node layout is atomic");
+            return ExitCode::from(2);
+        }
+        return ordered::run(&o, o.ordered == 2);
+    }
     if o.nodes >= 2 {
         return run_nodes(&o);
     }
