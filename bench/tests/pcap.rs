@@ -32,6 +32,8 @@ fn cfg(workers: usize, laps: u32) -> ReplayConfig {
         burst: 32,
         laps,
         pin: false,
+        ordered: false,
+        one_flow: false,
     }
 }
 
@@ -201,6 +203,35 @@ proptest! {
         let cap = read_capture(&file).unwrap();
         prop_assert!(!cap.frames.is_empty());
         let _ = read_capture(&tail);
+    }
+}
+
+/// One elephant flow (every frame tagged alike) through an ordered distributor: both
+/// workers share it, and every check (exactly once, capture order per flow direction,
+/// TCP sequence numbers) holds; an atomic distributor keeps it on one worker.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn one_flow_spreads_over_both_workers_in_capture_order_when_ordered() {
+    let cap = loopback();
+    let ing = Ingest::new(&cap);
+    let n = cap.frames.len() as u64 * u64::from(LAPS);
+    let cap = Arc::new(cap);
+    for ordered in [true, false] {
+        let c = ReplayConfig {
+            ordered,
+            one_flow: true,
+            ..cfg(2, LAPS)
+        };
+        let out = replay(Arc::clone(&cap), &ing, c, |_| {}).unwrap();
+        assert!(out.ok(), "{out:?}");
+        assert_eq!(out.returned, n);
+        assert!(out.tcp_checked > 0);
+        let least = *out.per_worker.iter().min().unwrap();
+        if ordered {
+            assert!(least * 5 >= n, "ordered shares {:?}", out.per_worker);
+        } else {
+            assert_eq!(least, 0, "atomic shares {:?}", out.per_worker);
+        }
     }
 }
 

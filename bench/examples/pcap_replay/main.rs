@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p flowline-bench --example pcap_replay -- [--pcap FILE] [--loops N] [--workers N]
-//!     [--burst N] [--credit N]
+//!     [--burst N] [--credit N] [--ordered] [--one-flow]
 //! ```
 //!
 //! Reads the capture (default: `bench/tests/data/loopback.pcap`, real loopback traffic recorded
@@ -18,6 +18,11 @@
 //! cannot be parsed (unknown link type, cut inside a header, bad header) are counted and
 //! still replayed, on hash 0, as a NIC queues what it cannot hash; a damaged capture stops
 //! at the damage and the frames before it run.
+//!
+//! With `--ordered` an ordered distributor (`distributor::new_ordered`) serves the workers:
+//! any worker takes any frame and frames leave in capture order, so the same checks hold
+//! with a flow spread over every worker; `--one-flow` tags every frame as one flow (an
+//! elephant) to show it.
 
 mod frames;
 mod replay;
@@ -39,6 +44,10 @@ options:
   --workers N   worker threads (default: CPUs - 1, at least 1)
   --burst N     distributor burst size (default 32)
   --credit N    packets a worker may hold (default 256)
+  --ordered     an ordered distributor: any worker takes any frame, frames leave in
+                capture order (the checks stay the same)
+  --one-flow    tag every frame as one flow (an elephant: an atomic distributor keeps it
+                on one worker, an ordered one spreads it over every worker)
   -h, --help    this text";
 
 struct Opts {
@@ -55,6 +64,8 @@ fn parse() -> Result<Opts, String> {
             burst: 32,
             laps: 2000,
             pin: true,
+            ordered: false,
+            one_flow: false,
         },
     };
     let mut args = std::env::args().skip(1);
@@ -62,6 +73,14 @@ fn parse() -> Result<Opts, String> {
         if a == "-h" || a == "--help" {
             println!("{HELP}");
             std::process::exit(0);
+        }
+        if a == "--ordered" || a == "--one-flow" {
+            if a == "--ordered" {
+                o.cfg.ordered = true;
+            } else {
+                o.cfg.one_flow = true;
+            }
+            continue;
         }
         let v = args
             .next()
@@ -112,11 +131,13 @@ fn main() -> ExitCode {
     }
     let cfg = o.cfg;
     println!(
-        "replay: {} frames x {} loops = {} frames, {} workers, burst {}, credit {}; {} CPUs",
+        "replay: {} frames x {} loops = {} frames, {} {} workers{}, burst {}, credit {}; {} CPUs",
         cap.frames.len(),
         cfg.laps,
         cap.frames.len() as u64 * u64::from(cfg.laps),
         cfg.workers,
+        if cfg.ordered { "ordered" } else { "atomic" },
+        if cfg.one_flow { " (one flow)" } else { "" },
         cfg.burst,
         cfg.credit,
         topology::available_cpus()

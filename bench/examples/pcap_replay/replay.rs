@@ -15,8 +15,11 @@ use super::frames::{parse_frame, Capture, Ingest};
 /// A frame in flight: where its bytes are and what the workers found in them.
 #[derive(Clone, Copy, Debug)]
 pub struct Pkt {
-    /// Flow tag: the frame's RSS hash, salted with its lap (`lap << 32 | rss`).
+    /// Flow tag: the frame's RSS hash, salted with its lap (`lap << 32 | rss`), or 0 for
+    /// every frame with `one_flow`.
     pub tag: u64,
+    /// The frame's RSS hash as the capture was parsed.
+    pub rss: u32,
     pub frame: u32,
     pub lap: u32,
     /// The TCP sequence number the worker parsed (valid when `tcp`).
@@ -34,6 +37,12 @@ pub struct ReplayConfig {
     pub laps: u32,
     /// Pin the distributor to CPU 0 and the workers to CPUs 1.. .
     pub pin: bool,
+    /// An ordered distributor (`distributor::new_ordered`): any worker takes any frame,
+    /// and frames leave in capture order.
+    pub ordered: bool,
+    /// Every frame is tagged as one flow (an elephant): an atomic distributor then keeps
+    /// it on one worker, an ordered one spreads it.
+    pub one_flow: bool,
 }
 
 /// Once a second (and at the end): progress for the live line.
@@ -86,7 +95,7 @@ pub fn replay(
     cap: Arc<Capture>,
     ing: &Ingest,
     cfg: ReplayConfig,
-    mut tick: impl FnMut(&Tick),
+    tick: impl FnMut(&Tick),
 ) -> Result<Outcome, String> {
     let nf = cap.frames.len();
     if nf == 0 || cfg.laps == 0 {
@@ -99,14 +108,32 @@ pub fn replay(
     if cfg.burst == 0 {
         return Err("burst must be at least 1".into());
     }
-    let (mut dist, workers) = distributor::new(
-        Config {
-            workers: cfg.workers,
-            credit: cfg.credit,
-        },
-        |p: &Pkt| p.tag,
-    )
-    .map_err(|e| e.to_string())?;
+    let config = Config {
+        workers: cfg.workers,
+        credit: cfg.credit,
+    };
+    if cfg.ordered {
+        let window = 4 * cfg.workers * cfg.credit;
+        let (dist, workers) =
+            distributor::new_ordered(config, window).map_err(|e| e.to_string())?;
+        drive(dist, workers, cap, ing, cfg, tick)
+    } else {
+        let (dist, workers) =
+            distributor::new(config, |p: &Pkt| p.tag).map_err(|e| e.to_string())?;
+        drive(dist, workers, cap, ing, cfg, tick)
+    }
+}
+
+/// [`replay`] through `dist` and its `workers`.
+fn drive<F: FnMut(&Pkt) -> u64>(
+    mut dist: distributor::Distributor<Pkt, F>,
+    workers: Vec<distributor::Worker<Pkt>>,
+    cap: Arc<Capture>,
+    ing: &Ingest,
+    cfg: ReplayConfig,
+    mut tick: impl FnMut(&Tick),
+) -> Result<Outcome, String> {
+    let nf = cap.frames.len();
     let cpus = topology::available_cpus();
     if cfg.pin {
         let _ = topology::pin_current_thread(0);
@@ -133,7 +160,7 @@ pub fn replay(
                         let parsed = parse_frame(f.link, cap.data(p.frame as usize));
                         p.tcp = parsed.tcp_seq.is_some();
                         p.seq = parsed.tcp_seq.unwrap_or(0);
-                        p.rss_ok = parsed.rss == p.tag as u32;
+                        p.rss_ok = parsed.rss == p.rss;
                     }
                     w.done_burst(&mut burst).unwrap();
                 }
@@ -184,7 +211,7 @@ pub fn replay(
     let mut next = 0u64;
     let mut last_tick = start;
     let mut last_returned = 0u64;
-    let completed = |d: &distributor::Distributor<Pkt, _>| -> Vec<u64> {
+    let completed = |d: &distributor::Distributor<Pkt, F>| -> Vec<u64> {
         (0..cfg.workers)
             .map(|i| d.worker_completed(i).unwrap_or(0))
             .collect()
@@ -193,8 +220,14 @@ pub fn replay(
     loop {
         while input.len() < cfg.burst && next < total {
             let (lap, frame) = ((next / nf as u64) as u32, (next % nf as u64) as u32);
+            let rss = ing.parsed[frame as usize].rss;
             input.push(Pkt {
-                tag: u64::from(lap) << 32 | u64::from(ing.parsed[frame as usize].rss),
+                tag: if cfg.one_flow {
+                    0
+                } else {
+                    u64::from(lap) << 32 | u64::from(rss)
+                },
+                rss,
                 frame,
                 lap,
                 seq: 0,
