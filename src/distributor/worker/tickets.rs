@@ -1,0 +1,260 @@
+//! Hand-backs in any order: the [`Ticket`] that names a received packet's place in its
+//! worker's stream, and the worker's calls that hand a packet back by it. The worker keeps
+//! the oldest position it holds and a bitmap of the credit window for positions handed
+//! back past it (the same scheme as the distributor's lane), so the in-order calls stay a
+//! counter increment.
+
+use super::*;
+
+/// A received packet's place in its worker's stream: what [`Worker::done_at`],
+/// [`Worker::drop_at`] and [`Worker::reschedule_at`] name a packet by, so that a worker can
+/// hand back packets of different flows in any order. The packets a receive appends have
+/// consecutive tickets from [`Worker::next_ticket`] taken before it.
+///
+/// ```
+/// use flowline::distributor::{self, Config};
+/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// d.distribute(&mut vec![1, 2]).unwrap();
+/// let first = ws[0].next_ticket();
+/// let mut b = Vec::new();
+/// ws[0].recv_burst(&mut b, 8).unwrap(); // b[k] has ticket first.nth(k)
+/// assert_eq!(ws[0].next_ticket(), first.nth(2));
+/// assert_eq!(first.nth(2).back(1), first.nth(1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(u64);
+
+impl Ticket {
+    /// The ticket `k` packets after this one.
+    #[must_use]
+    pub fn nth(self, k: usize) -> Ticket {
+        Ticket(self.0.wrapping_add(k as u64))
+    }
+
+    /// The ticket `k` packets before this one.
+    #[must_use]
+    pub fn back(self, k: usize) -> Ticket {
+        Ticket(self.0.wrapping_sub(k as u64))
+    }
+}
+
+impl<T> Worker<T> {
+    /// The ticket the next packet this worker receives will have; the packets one receive
+    /// appends have consecutive tickets from it (see [`Ticket`]).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let t = ws[0].next_ticket();
+    /// assert_eq!(t.nth(1).back(1), t);
+    /// ```
+    #[must_use]
+    pub fn next_ticket(&self) -> Ticket {
+        Ticket(self.recvd)
+    }
+
+    /// Hands back the processed packet of ticket `t`, which need not be the oldest held:
+    /// packets of different flows may come back in any order. Within one flow they must
+    /// still come back in the order received (the distributor checks it, as for
+    /// [`done`](Self::done)). The oldest packet held goes back as `done` sends it (on the
+    /// ring of processed packets); any other goes on the control ring, with its position.
+    ///
+    /// The distributor counts a worker's credit from the oldest packet it holds: packets
+    /// handed back past it free no credit until it is back.
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket
+    /// `t` (never received, or handed back already).
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// // Two flows, 1 and 2, on one worker.
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let first = w.next_ticket();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// w.done_at(first.nth(1), b.pop().unwrap()).unwrap(); // flow 2 first
+    /// w.done_at(first, b.pop().unwrap()).unwrap();
+    /// assert!(w.done_at(first, 1).is_err()); // handed back already
+    /// let mut out = Vec::new();
+    /// d.collect(&mut out);
+    /// assert_eq!(out, [2, 1]);
+    /// ```
+    pub fn done_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        match self.claim(t) {
+            Claim::NotHeld => Err(NotHeld(pkt)),
+            Claim::Oldest => self.done(pkt),
+            Claim::Later(pos) => {
+                // Counted before it is published, as in `done`.
+                self.ends().stats.add(RETURNED, 1);
+                self.post(Ret::Done {
+                    at: self.handed,
+                    pos,
+                    pkt,
+                });
+                self.took_later(pos);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`drop_packet`](Self::drop_packet) for the packet of ticket `t`, in any order across
+    /// flows (see [`done_at`](Self::done_at)).
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket `t`.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let first = ws[0].next_ticket();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// ws[0].drop_at(first.nth(1), b.pop().unwrap()).unwrap();
+    /// ws[0].done(b.pop().unwrap()).unwrap();
+    /// let mut out = Vec::new();
+    /// d.collect(&mut out);
+    /// assert_eq!((out, d.stats().snapshot().get("dropped")), (vec![1], Some(1)));
+    /// ```
+    pub fn drop_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        match self.claim(t) {
+            Claim::NotHeld => Err(NotHeld(pkt)),
+            Claim::Oldest => self.drop_packet(pkt),
+            Claim::Later(pos) => {
+                // Counted before it is published, as in `drop_packet`.
+                self.ends().stats.add(DROPPED, 1);
+                self.post(Ret::Dropped {
+                    at: self.handed,
+                    pos,
+                });
+                self.took_later(pos);
+                // User code last, as in `drop_packet`.
+                drop(pkt);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`reschedule`](Self::reschedule) for the packet of ticket `t`, in any order across
+    /// flows (see [`done_at`](Self::done_at)): the packet is routed again as the next
+    /// packet of its new tag's flow.
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket `t`.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &(u64, u64)| p.0).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![(1, 10), (2, 20)]).unwrap();
+    /// let first = w.next_ticket();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// // Re-tag the second packet while the first is still held.
+    /// w.reschedule_at(first.nth(1), (3, 20)).unwrap();
+    /// w.done(b.remove(0)).unwrap();
+    /// d.distribute(&mut Vec::new()).unwrap();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// assert_eq!(b, [(2, 20), (3, 20)]);
+    /// ```
+    pub fn reschedule_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        match self.claim(t) {
+            Claim::NotHeld => Err(NotHeld(pkt)),
+            Claim::Oldest => self.reschedule(pkt),
+            Claim::Later(pos) => {
+                // Counted before it is published, as in `reschedule`.
+                self.ends().stats.add(RESCHEDULED, 1);
+                self.post(Ret::Resched {
+                    at: self.handed,
+                    pos,
+                    pkt,
+                });
+                self.took_later(pos);
+                Ok(())
+            }
+        }
+    }
+
+    /// Which packet ticket `t` names: none held, the oldest held, or a later one.
+    fn claim(&self, t: Ticket) -> Claim {
+        let pos = t.0;
+        if pos < self.low || pos >= self.recvd {
+            return Claim::NotHeld;
+        }
+        if pos == self.low {
+            return Claim::Oldest;
+        }
+        let bits = &self.ends_ref().handed_bits;
+        let (word, bit) = bit_of(pos, bits.len());
+        if bits[word] & bit != 0 {
+            Claim::NotHeld
+        } else {
+            Claim::Later(pos)
+        }
+    }
+
+    /// The packet at `pos` (above the oldest held) was handed back: one more hand-back,
+    /// one packet less held, its position marked.
+    fn took_later(&mut self, pos: u64) {
+        let bits = &mut self.ends().handed_bits;
+        let (word, bit) = bit_of(pos, bits.len());
+        bits[word] |= bit;
+        self.ooo += 1;
+        self.held -= 1;
+        self.handed += 1;
+    }
+
+    /// `n` packets went back in order: each was the oldest held. Moves `low` past them
+    /// (and past the positions handed back out of order that they uncover).
+    #[inline(always)]
+    pub(super) fn take_oldest(&mut self, n: usize) {
+        if self.ooo == 0 {
+            self.low += n as u64;
+        } else {
+            self.take_oldest_slow(n);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_oldest_slow(&mut self, n: usize) {
+        for _ in 0..n {
+            self.low += 1;
+            let mut ooo = self.ooo;
+            let mut low = self.low;
+            let bits = &mut self.ends().handed_bits;
+            while ooo > 0 {
+                let (word, bit) = bit_of(low, bits.len());
+                if bits[word] & bit == 0 {
+                    break;
+                }
+                bits[word] &= !bit;
+                ooo -= 1;
+                low += 1;
+            }
+            self.ooo = ooo;
+            self.low = low;
+        }
+    }
+}
+
+/// What a ticket names (see [`Worker::claim`]).
+enum Claim {
+    NotHeld,
+    Oldest,
+    Later(u64),
+}
+
+/// The word and bit of stream position `pos` in a bitmap of `words` 64-bit words (a power
+/// of two), one bit per position modulo the bitmap's size.
+#[inline]
+pub(crate) fn bit_of(pos: u64, words: usize) -> (usize, u64) {
+    let i = pos as usize & (words * 64 - 1);
+    (i / 64, 1u64 << (i % 64))
+}
