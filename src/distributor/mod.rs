@@ -30,6 +30,16 @@
 //! [`leave`](Worker::leave) (its thread panicked) leaves implicitly: what it never received
 //! is redistributed in order, what it held is counted as lost.
 //!
+//! That is **atomic** scheduling: one flow on one worker at a time, so one heavy flow is
+//! capped at one core. [`new_ordered`] makes an **ordered** distributor instead (DPDK's
+//! ORDERED event queue): any worker with credit takes any packet, bursts kept together,
+//! and [`collect`](Distributor::collect) releases packets in the order they were accepted,
+//! through a bounded reorder window that holds input back when it is full. Points 3 to 5
+//! hold as above (drops, reschedules, lost packets and packets given back with
+//! [`NoWorkers`] give their place in the order up; a leaving worker's packets keep it);
+//! affinity does not, by design. One scheduling type per distributor, as one per event
+//! queue: a pipeline that needs both chains an ordered distributor into an atomic one.
+//!
 //! # How it works
 //!
 //! Per worker there is an [SPSC](crate::fifo::spsc) ring distributor -> worker for packets,
