@@ -7,7 +7,8 @@
 #                                .git/info/exclude), about 4 MB;
 #   scripts/scaling.sh run       (there, from the repository root, with .dev/ copied along)
 #                                runs, each time-boxed, in one session:
-#     - report --threads 2,4,8,15 scale_        (about 100 s)
+#     - report --threads 2,4,8,15 scale_        (about 110 s; with scale_ordered_elephant_3t,
+#       one flow over 2 ordered workers against 1 at about 200 ns of work per packet)
 #     - report's 2-thread scenarios: spsc_r1024, spsc_pingpong, mpsc_r1024_burst32,
 #       dist_1worker, counter_2writers, cell_2writers, wait_wake_latency (with its
 #       `park` floor: whether the wake-up is the host's there too)   (about 65 s)

@@ -108,6 +108,7 @@ fn main() {
                 );
                 println!("           scale_counter_{{T}}t scale_pktgen_{{T}}t scale_cell_{{T}}t scale_cell_readers_{{T}}t");
                 println!("           scale_mpsc_{{T}}t scale_dist_{{T}}t scale_dist_work_{{T}}t scale_2nodes_work_{{T}}t");
+                println!("           scale_ordered_elephant_3t");
                 println!(
                     "           (T from --threads; default: those of 2,4,8,15 that the CPUs hold)"
                 );

@@ -19,6 +19,10 @@
 //! - `scale_dist_work_{T}t`: the same with `WORK_ROUNDS` rounds of xorshift per packet in
 //!   the workers (measured alone first); second figure: the share of T-1 workers' ideal
 //!   rate reached.
+//! - `scale_ordered_elephant_3t` (once, at the first T >= 4): one elephant flow through an
+//!   ordered distributor (CPU 0) with 2 workers against 1, about 200 ns of work per
+//!   packet, and against an atomic distributor with 2 workers (which keeps the flow on
+//!   one): Mpkts/s.
 //! - `scale_2nodes_work_{T'}t` (T >= 4; T' is T rounded down to even, the threads it
 //!   uses): the multi-node layout, 2 nodes of (T-2)/2 workers each (node distributors on
 //!   CPUs 0 and 1), packets entering at both nodes, against one distributor with T'-1
@@ -339,7 +343,7 @@ fn worker_loop(mut w: distributor::Worker<u64>, rounds: u32) {
 /// One distributor on CPU 0 generating packets for `duration()`, then draining; T-1 workers
 /// on CPUs 1.. . Returns Mpkts/s from the start until every packet came back.
 fn dist(t: usize, rounds: u32) -> f64 {
-    let (mut d, ws) = distributor::new(
+    let (d, ws) = distributor::new(
         Config {
             workers: t - 1,
             credit: 512,
@@ -347,6 +351,34 @@ fn dist(t: usize, rounds: u32) -> f64 {
         |p: &u64| *p % FLOWS,
     )
     .unwrap();
+    drive(d, ws, t, rounds)
+}
+
+/// One elephant flow (every packet of one tag) through a distributor with `workers`
+/// workers on their own CPUs, `rounds` of work per packet: Mpkts/s. Ordered (the flow
+/// spreads over the workers, window of 4 credits per worker) or atomic (it stays on one).
+fn elephant(workers: usize, ordered: bool, rounds: u32) -> f64 {
+    let config = Config {
+        workers,
+        credit: 512,
+    };
+    if ordered {
+        let (d, ws) = distributor::new_ordered(config, 4 * 512 * workers).unwrap();
+        drive(d, ws, workers + 1, rounds)
+    } else {
+        let (d, ws) = distributor::new(config, |_: &u64| 7).unwrap();
+        drive(d, ws, workers + 1, rounds)
+    }
+}
+
+/// [`dist`]'s run: the distributor `d` on CPU 0, its `t - 1` workers `ws` on CPUs 1..,
+/// `rounds` of work per packet; Mpkts/s over `duration()`.
+fn drive<F: FnMut(&u64) -> u64 + Send>(
+    mut d: distributor::Distributor<u64, F>,
+    ws: Vec<distributor::Worker<u64>>,
+    t: usize,
+    rounds: u32,
+) -> f64 {
     let start = Barrier::new(t);
     std::thread::scope(|s| {
         for (i, w) in ws.into_iter().enumerate() {
@@ -510,6 +542,7 @@ pub fn run(r: &mut Report, threads: &[usize]) {
     DURATION_MS.store(if r.quick { 20 } else { 200 }, Ordering::Relaxed);
     // The 2-node scenario's thread counts run so far (T rounded down to even).
     let mut nodes_done = Vec::new();
+    let mut elephant_done = false;
     for &t in threads {
         let impls: Vec<Impl> = KINDS
             .iter()
@@ -688,6 +721,39 @@ pub fn run(r: &mut Report, threads: &[usize]) {
                 ],
                 impls,
                 &[],
+            );
+        }
+
+        // One elephant flow over 2 workers against 1, ordered, with about 200 ns of work
+        // per packet; the atomic distributor keeps the flow on one worker. Once, at the
+        // first thread count of 4 or more (3 CPUs used).
+        let name = "scale_ordered_elephant_3t";
+        if t >= 4 && !elephant_done && r.wants(name) {
+            elephant_done = true;
+            let rounds = ((200.0 / work_ns(WORK_ROUNDS)) * f64::from(WORK_ROUNDS)).max(1.0) as u32;
+            println!("scale_elephant_work_per_pkt {:.2} ns", work_ns(rounds));
+            let impls: Vec<Impl> = vec![
+                (
+                    "flowline_ordered_2w",
+                    Box::new(move || vec![elephant(2, true, rounds)]),
+                ),
+                (
+                    "flowline_ordered_1w",
+                    Box::new(move || vec![elephant(1, true, rounds)]),
+                ),
+                (
+                    "flowline_atomic_2w",
+                    Box::new(move || vec![elephant(2, false, rounds)]),
+                ),
+            ];
+            r.scenario(
+                name,
+                &[rate("Mpkts/s")],
+                impls,
+                &[
+                    ("flowline_ordered_2w", "flowline_ordered_1w"),
+                    ("flowline_ordered_2w", "flowline_atomic_2w"),
+                ],
             );
         }
 
