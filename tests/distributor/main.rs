@@ -2,9 +2,13 @@
 //! migration interleavings step by step.
 
 mod any_order;
+mod batching;
 mod distributor;
+mod membership;
 mod nodes;
 mod nodes_interleavings;
 mod nodes_reschedule_migration;
+mod nodes_steps;
 mod ordered;
+mod routing_and_panics;
 mod waits;
