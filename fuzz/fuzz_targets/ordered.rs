@@ -27,9 +27,12 @@ fuzz_target!(|data: &[u8]| {
             5 => Op::Drop(w),
             6 => Op::Resched(w),
             7 => Op::Leave(w, usize::from(b >> 2) % 4),
-            8 => match b >> 6 {
+            8 => match b >> 5 {
                 0 => Op::Vanish(w),
                 1 => Op::Rejoin(w),
+                2 => Op::DistributeWait(b % 8),
+                3 => Op::CollectWait,
+                4 => Op::Flush,
                 _ => Op::Collect,
             },
             _ => Op::Batching(usize::from(b % 6), u32::from(b >> 6)),

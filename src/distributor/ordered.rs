@@ -38,8 +38,11 @@ fn no_tag<T>(_: &T) -> u64 {
 /// credits' worth of packets before admission stops.
 ///
 /// Workers use the same calls as with an atomic distributor; they may hand packets back
-/// in any order ([`Worker::done_at`] and the other `_at` calls), and the distributor
-/// makes no order check ([`Distributor::set_order_check`] does nothing here). Pipelines
+/// in any order with [`Worker::done_at`] and the other `_at` calls. The distributor makes
+/// no order check ([`Distributor::set_order_check`] does nothing here): the in-order calls
+/// ([`Worker::done`], [`Worker::done_burst`], [`Worker::leave`]'s packets, ...) are taken
+/// as handing back the oldest packets held, so a worker that passes them in another order
+/// swaps those packets' places in the output. Pipelines
 /// that need per-flow state chain an ordered distributor into an atomic one (see the
 /// `pipeline` example's two-stage form). The multi-node layout ([`nodes`]) is atomic only.
 ///
@@ -152,7 +155,9 @@ where
         delta[BACKPRESSURED] = pkts.len() as u64;
         // Counted before the publication, whose waker may panic (see `distribute_polled`).
         self.stats.add_all(delta);
-        self.push_staged(true, self.publish_all);
+        // A full window gathers no more: what is staged goes out now, not after the hold.
+        let full = self.reorder.as_ref().is_some_and(|r| r.room() == 0);
+        self.push_staged(true, self.publish_all || full);
         accepted as usize
     }
 
@@ -207,17 +212,6 @@ where
                     win.skip(s, &mut self.returned);
                 }
             }
-        }
-    }
-
-    /// The `backlog_at` entry of a packet put back at the front of the backlog after a
-    /// [`NoWorkers`] gave it up: 0 (older than anything of its flow) for an atomic
-    /// distributor, [`NO_SEQ`] (a new place in the order) for an ordered one.
-    pub(super) fn requeued_at(&self) -> u64 {
-        if self.reorder.is_some() {
-            NO_SEQ
-        } else {
-            0
         }
     }
 }

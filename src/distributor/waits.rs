@@ -189,16 +189,21 @@ where
     /// back since.
     fn settle(&mut self) {
         if self.active > 0 {
-            // An empty call publishes everything staged and reads every ring. It can find
-            // no worker left only through a leave it reads itself; the backlog it then
-            // gives back goes back where it was, at the front of the backlog.
-            let mut none = Vec::new();
-            if self.distribute(&mut none).is_err() {
-                let at = self.requeued_at();
-                for p in none.into_iter().rev() {
-                    self.backlog.push_front(p);
-                    self.backlog_at.push_front(at);
-                }
+            // An empty call (it publishes everything staged and reads every ring), but one
+            // that finds no worker left through a leave it reads itself keeps the backlog
+            // where it is: the packets stay the distributor's, in their places (an ordered
+            // distributor's keep their sequence numbers), for a re-join, or for the next
+            // `distribute` to give back with `NoWorkers`.
+            self.begin_call(0);
+            self.poll_returns();
+            if !self.behind.is_empty() {
+                self.behind.clear();
+            }
+            if self.active > 0 {
+                let mut none = Vec::new();
+                // Cannot fail: a worker is active and nothing is read before the check.
+                let r = self.distribute_polled(&mut none, &mut 0, u64::MAX);
+                debug_assert!(r.is_ok() && none.is_empty());
             }
         } else {
             self.poll_returns();

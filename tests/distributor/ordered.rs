@@ -350,3 +350,58 @@ fn one_flow_over_three_busy_workers() {
         assert!(shares.iter().all(|&s| s > n / 20), "shares {shares:?}");
     }
 }
+
+/// `collect_wait` whose own read finds the last worker gone (its leave unread until then,
+/// packets staged): the packets that worker did not process keep their places, so the
+/// one it handed back out of order waits for them, and after a re-join everything comes
+/// out in acceptance order.
+#[test]
+fn collect_wait_finding_the_last_leave_keeps_the_order() {
+    let (mut d, mut ws) = ordered(1, 16, 8);
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut (0..4).collect()).unwrap();
+    let got = recv_all(&mut w);
+    assert_eq!(got, [0, 1, 2, 3]);
+    let first = w.next_ticket().back(4);
+    // A batch of input: staged, and the lane is not due, so `collect` alone reads nothing.
+    let mut input: Vec<u64> = (4..12).collect();
+    assert_eq!(d.distribute(&mut input), Ok(4));
+    w.done_at(first.nth(3), 3).unwrap();
+    w.leave(vec![0, 1, 2]).unwrap();
+    let mut out = Vec::new();
+    let _ = d.collect_wait(&mut out, Duration::from_millis(100));
+    assert!(out.is_empty(), "released before older packets: {out:?}");
+    let mut w = d.rejoin(0).unwrap();
+    input.extend(12..16);
+    for _ in 0..100 {
+        d.distribute(&mut input).unwrap();
+        let mut b = recv_all(&mut w);
+        w.done_burst(&mut b).unwrap();
+        d.collect(&mut out);
+        if input.is_empty() && d.in_flight() == 0 {
+            break;
+        }
+    }
+    d.flush(&mut out, LONG).unwrap();
+    assert_eq!(out, (0..16).collect::<Vec<_>>());
+}
+
+/// A window that is not a multiple of the lane batch: once it is full, what is staged goes
+/// out at once (more cannot be gathered), so a busy loop of `distribute` and `collect`
+/// does not wait the hold for it.
+#[test]
+fn a_full_window_publishes_what_is_staged() {
+    let (mut d, mut ws) = ordered(1, 64, 16);
+    // Batch 32 > window 16: every call that fills the window must publish.
+    let mut input: Vec<u64> = (0..2000).collect();
+    let (mut out, mut calls) = (Vec::new(), 0);
+    while out.len() < 2000 {
+        calls += 1;
+        assert!(calls < 400, "{} back after {calls} calls", out.len());
+        d.distribute(&mut input).unwrap();
+        let mut b = recv_all(&mut ws[0]);
+        ws[0].done_burst(&mut b).unwrap();
+        d.collect(&mut out);
+    }
+    assert_eq!(out, (0..2000).collect::<Vec<_>>());
+}

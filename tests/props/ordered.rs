@@ -21,6 +21,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => w.clone().prop_map(Op::Vanish),
         1 => w.prop_map(Op::Rejoin),
         2 => Just(Op::Collect),
+        2 => (0u8..8).prop_map(Op::DistributeWait),
+        2 => Just(Op::CollectWait),
+        1 => Just(Op::Flush),
         1 => (0usize..6, 0u32..4).prop_map(|(b, h)| Op::Batching(b, h)),
     ]
 }

@@ -13,7 +13,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use flowline::distributor::{self, Config, NoTag, NoWorkers, Ticket, Worker};
+use flowline::distributor::{self, Config, FlushError, NoTag, NoWorkers, Ticket, Worker};
+use flowline::wait::WaitError;
 
 /// Marks a packet a worker rescheduled.
 const RESCHED: u64 = 1 << 63;
@@ -40,6 +41,13 @@ pub enum Op {
     /// A worker that left re-joins.
     Rejoin(usize),
     Collect,
+    /// `distribute_wait` with no time to wait, of the pending packets plus this many new
+    /// ones.
+    DistributeWait(u8),
+    /// `collect_wait` with no time to wait.
+    CollectWait,
+    /// `flush` with no time to wait.
+    Flush,
     /// `set_batching(packets, hold)`.
     Batching(usize, u32),
 }
@@ -101,13 +109,33 @@ impl Model {
     }
 
     fn distribute(&mut self, d: &mut Dist, new: u8) -> Result<(), String> {
+        self.distribute_by(d, new, |d, p| {
+            d.distribute(p).map_err(|NoWorkers| NoWorkers)
+        })
+    }
+
+    /// `distribute_wait` with no time to wait: a timeout accepted nothing.
+    fn distribute_wait(&mut self, d: &mut Dist, new: u8) -> Result<(), String> {
+        self.distribute_by(d, new, |d, p| match d.distribute_wait(p, Duration::ZERO) {
+            Ok(n) => Ok(n),
+            Err(WaitError::Timeout) => Ok(0),
+            Err(_) => Err(NoWorkers),
+        })
+    }
+
+    fn distribute_by(
+        &mut self,
+        d: &mut Dist,
+        new: u8,
+        call: impl FnOnce(&mut Dist, &mut Vec<u64>) -> Result<usize, NoWorkers>,
+    ) -> Result<(), String> {
         for _ in 0..new {
             self.pending.push(self.next_id);
             self.next_id += 1;
         }
         let before = self.pending.clone();
         let room = self.window as u64 - (self.outstanding_ranks());
-        match d.distribute(&mut self.pending) {
+        match call(d, &mut self.pending) {
             Ok(n) => {
                 if self.pending[..] != before[n..] {
                     return fail(format!(
@@ -244,6 +272,26 @@ pub fn run(workers: usize, credit: usize, window: usize, ops: &[Op]) -> Result<(
                 }
             }
             Op::Collect => m.collect(&mut d)?,
+            Op::DistributeWait(k) => m.distribute_wait(&mut d, k % 8)?,
+            Op::CollectWait => {
+                let mut out = Vec::new();
+                let _ = d.collect_wait(&mut out, Duration::ZERO);
+                m.take(out)?;
+            }
+            Op::Flush => {
+                let mut out = Vec::new();
+                let r = d.flush(&mut out, Duration::ZERO);
+                m.take(out)?;
+                if let Err(FlushError::NoWorkers(back)) = r {
+                    // Given back unaccepted, at the front of what the caller holds.
+                    for p in &back {
+                        m.rank.remove(p);
+                    }
+                    let rest = std::mem::take(&mut m.pending);
+                    m.pending = back;
+                    m.pending.extend(rest);
+                }
+            }
             Op::Batching(b, h) => d.set_batching(b, h),
         }
     }
