@@ -34,8 +34,10 @@ impl Default for Config {
     }
 }
 
-/// A configuration that cannot be honoured.
+/// A configuration that cannot be honoured. Non-exhaustive: later settings may bring
+/// errors of their own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 ///
 /// ```
 /// use flowline::distributor::{self, Config, ConfigError};
