@@ -622,7 +622,9 @@ impl<T> Worker<T> {
 
     /// Hands back a packet whose flow tag the worker changed: the distributor routes it as
     /// the next packet of the new tag's flow, before any packet of that flow it receives
-    /// afterwards (completes the oldest packet held).
+    /// afterwards (completes the oldest packet held). An
+    /// [ordered](super::new_ordered) distributor accepts it again as a new packet: it
+    /// gives up its place in the order and takes the next one.
     ///
     /// # Errors
     ///
