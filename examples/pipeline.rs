@@ -226,46 +226,11 @@ fn main() -> ExitCode {
         "pipeline: {} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; {} CPUs",
         o.workers, flows, o.zipf, o.resched, o.drop, o.seconds, cpus
     );
-    let resched_cut = (o.resched * u64::MAX as f64) as u64;
-    let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);
     let threads: Vec<_> = workers
         .into_iter()
-        .map(|mut w| {
-            let work = o.work;
-            std::thread::spawn(move || {
-                let _ = topology::pin_current_thread(1 + w.id() % cpus.max(2).saturating_sub(1));
-                let mut rng = Rng(0x9e37_79b9 ^ (w.id() as u64 + 1));
-                let mut burst = Vec::new();
-                let mut done = Vec::new();
-                // When idle: spin briefly, yield, then sleep until the distributor sends
-                // (the default wait strategy); with more threads than CPUs a spinning
-                // worker would hold the core the distributor needs.
-                loop {
-                    match w.recv_burst_wait(&mut burst, 64, Duration::MAX) {
-                        Err(WaitError::Disconnected) => return,
-                        Err(WaitError::Timeout) => unreachable!("no deadline"),
-                        Ok(_) => {}
-                    }
-                    for mut p in burst.drain(..) {
-                        for i in 0..work {
-                            std::hint::black_box(i);
-                        }
-                        let r = rng.next();
-                        if r < resched_cut && p.flow < flows {
-                            // Hand the packet to a second-stage flow (think: decapsulated).
-                            w.done_burst(&mut done).unwrap();
-                            p.flow += flows;
-                            w.reschedule(p).unwrap();
-                        } else if r < drop_cut {
-                            w.done_burst(&mut done).unwrap();
-                            w.drop_packet(p).unwrap();
-                        } else {
-                            done.push(p);
-                        }
-                    }
-                    w.done_burst(&mut done).unwrap();
-                }
-            })
+        .map(|w| {
+            let (o2, cpu) = (o.clone(), 1 + w.id() % cpus.max(2).saturating_sub(1));
+            std::thread::spawn(move || ordered::stateless_worker(w, &o2, cpu))
         })
         .collect();
 

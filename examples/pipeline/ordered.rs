@@ -14,10 +14,13 @@ use flowline::wait::WaitError;
 
 use super::{zipf_cdf, Opts, Packet, Rng};
 
-/// Stage-one work: spin `work` iterations per packet (think: a checksum), re-tag a
-/// fraction into a second-stage flow and reschedule it, drop a fraction, hand the rest
-/// back. Returns when the distributor is gone.
-fn stateless_worker(mut w: Worker<Packet>, o: &Opts, cpu: usize) {
+/// The demo's worker (the atomic form's, and stage one's here): spin `work` iterations
+/// per packet (think: a checksum), re-tag a fraction into a second-stage flow (think:
+/// decapsulated) and reschedule it, drop a fraction, hand the rest back. When idle it
+/// spins briefly, yields, then sleeps until the distributor sends (the default wait
+/// strategy): with more threads than CPUs a spinning worker would hold the core the
+/// distributor needs. Returns when the distributor is gone.
+pub fn stateless_worker(mut w: Worker<Packet>, o: &Opts, cpu: usize) {
     let _ = topology::pin_current_thread(cpu);
     let resched_cut = (o.resched * u64::MAX as f64) as u64;
     let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);
