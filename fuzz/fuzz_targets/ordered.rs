@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
             4 => Op::At(w, usize::from(b >> 2) % 6, a >> 4),
             5 => Op::Drop(w),
             6 => Op::Resched(w),
+            7 if a & 0x80 != 0 => Op::LeaveThenWait(w, usize::from(b >> 2) % 4),
             7 => Op::Leave(w, usize::from(b >> 2) % 4),
             8 => match b >> 5 {
                 0 => Op::Vanish(w),

@@ -46,6 +46,9 @@ pub enum Op {
     DistributeWait(u8),
     /// `collect_wait` with no time to wait.
     CollectWait,
+    /// Worker leaves as `Leave` does, and the distributor's next call is a `collect_wait`
+    /// (whose own read finds the leave).
+    LeaveThenWait(usize, usize),
     /// `flush` with no time to wait.
     Flush,
     /// `set_batching(packets, hold)`.
@@ -226,7 +229,7 @@ pub fn run(workers: usize, credit: usize, window: usize, ops: &[Op]) -> Result<(
     };
     for op in ops {
         match *op {
-            Op::Distribute(k) => m.distribute(&mut d, k % 8)?,
+            Op::Distribute(k) => m.distribute(&mut d, k % 16)?,
             Op::Recv(w, max) => {
                 let w = w % n;
                 if let Some(worker) = m.workers[w].as_mut() {
@@ -242,7 +245,7 @@ pub fn run(workers: usize, credit: usize, window: usize, ops: &[Op]) -> Result<(
             Op::Drop(w) => m.hand_back(w % n, 0, 1, &mut d)?,
             Op::Resched(w) => m.hand_back(w % n, 0, 2, &mut d)?,
             Op::At(w, k, kind) => m.hand_back(w % n, k, kind % 3, &mut d)?,
-            Op::Leave(w, k) => {
+            Op::Leave(w, k) | Op::LeaveThenWait(w, k) => {
                 let w = w % n;
                 if let Some(worker) = m.workers[w].take() {
                     let held: Vec<u64> = m.held[w].drain(..).map(|(p, _)| p).collect();
@@ -253,6 +256,11 @@ pub fn run(workers: usize, credit: usize, window: usize, ops: &[Op]) -> Result<(
                     worker
                         .leave(held[..k].to_vec())
                         .map_err(|_| format!("worker {w} could not leave"))?;
+                }
+                if let Op::LeaveThenWait(..) = op {
+                    let mut out = Vec::new();
+                    let _ = d.collect_wait(&mut out, Duration::ZERO);
+                    m.take(out)?;
                 }
             }
             Op::Vanish(w) => {
@@ -272,7 +280,7 @@ pub fn run(workers: usize, credit: usize, window: usize, ops: &[Op]) -> Result<(
                 }
             }
             Op::Collect => m.collect(&mut d)?,
-            Op::DistributeWait(k) => m.distribute_wait(&mut d, k % 8)?,
+            Op::DistributeWait(k) => m.distribute_wait(&mut d, k % 16)?,
             Op::CollectWait => {
                 let mut out = Vec::new();
                 let _ = d.collect_wait(&mut out, Duration::ZERO);
