@@ -58,12 +58,7 @@ impl<T> Router<'_, T> {
     /// in a row and a scan of every lane happens about once per batch instead of once per
     /// packet.
     #[inline]
-    pub(super) fn least_loaded(
-        lanes: &[Lane<T>],
-        credit: u64,
-        slack: u64,
-        pick: &mut Pick,
-    ) -> Option<usize> {
+    fn least_loaded(lanes: &[Lane<T>], credit: u64, slack: u64, pick: &mut Pick) -> Option<usize> {
         let p = *pick;
         debug_assert!(p.lane < lanes.len());
         // SAFETY: `pick.lane` is 0 (`Pick::NONE`; `new` makes at least one lane) or an

@@ -35,7 +35,10 @@ fn no_tag<T>(_: &T) -> u64 {
 /// window is full (the oldest packet is still at a slow worker), `distribute` accepts
 /// nothing and leaves the input with the caller, as it does when credit runs out: nothing
 /// is dropped. A window of a few times `workers * credit` lets a worker lag by a few
-/// credits' worth of packets before admission stops.
+/// credits' worth of packets before admission stops. A worker handle that is never
+/// dropped (forgotten, or its thread blocked for good) holds its oldest packet's place
+/// for good: admission stops once the window is full, and a
+/// [`flush`](Distributor::flush) times out naming that worker.
 ///
 /// Workers use the same calls as with an atomic distributor; they may hand packets back
 /// in any order with [`Worker::done_at`] and the other `_at` calls. The distributor makes
@@ -123,7 +126,8 @@ where
         std::mem::swap(&mut input, pkts);
         let len = input.len();
         {
-            let run = self.run_len();
+            // A run per worker: a lane batch (one burst, one index store), 1 unbatched.
+            let run = self.batch;
             let Self {
                 lanes,
                 reorder,
@@ -161,18 +165,11 @@ where
         accepted as usize
     }
 
-    /// Packets an ordered distributor sends to one worker in a row: a lane batch (so
-    /// they go out as one burst, one index store), or 1 when batching is off.
-    fn run_len(&self) -> u64 {
-        self.batch
-    }
-
     /// Routes the backlog of an ordered distributor, oldest first, while workers have
     /// credit: packets a leaving worker handed back keep their sequence number; a
     /// rescheduled packet gets a new one, if the window has room.
     pub(super) fn route_backlog_ordered(&mut self) {
-        self.pick = Pick::NONE;
-        let run = self.run_len();
+        let run = self.batch;
         let Self {
             lanes,
             reorder,

@@ -254,6 +254,25 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "outside the reorder window")]
+    fn a_sequence_never_stamped_is_caught() {
+        let mut w = Reorder::new(4).unwrap();
+        w.stamp();
+        w.put(1, 1u64, &mut Vec::new());
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the reorder window")]
+    fn a_sequence_already_released_is_caught() {
+        let mut w = Reorder::new(4).unwrap();
+        w.stamp();
+        w.stamp();
+        let mut out = Vec::new();
+        w.put(0, 0u64, &mut out);
+        w.skip(0, &mut out);
+    }
+
+    #[test]
     fn bad_windows_are_refused() {
         assert_eq!(Reorder::<u8>::new(0).err(), Some(ConfigError::BadWindow(0)));
         let too_big = MAX_WINDOW + 1;

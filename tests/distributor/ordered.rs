@@ -405,3 +405,41 @@ fn a_full_window_publishes_what_is_staged() {
     }
     assert_eq!(out, (0..2000).collect::<Vec<_>>());
 }
+
+/// A forgotten worker handle holding the oldest packet: it never comes back, so once the
+/// window is full the distributor accepts nothing more (input stays with the caller), a
+/// flush times out naming that worker, and nothing is lost or released out of order.
+#[test]
+fn a_forgotten_worker_holding_the_oldest_packet_fills_the_window() {
+    let (mut d, mut ws) = ordered(2, 8, 8);
+    d.set_batching(1, 0);
+    d.distribute(&mut (0..2).collect()).unwrap();
+    let mut w1 = ws.pop().unwrap();
+    let mut w0 = ws.pop().unwrap();
+    assert_eq!(recv_all(&mut w0), [0]);
+    std::mem::forget(w0);
+    let mut input: Vec<u64> = (2..20).collect();
+    let mut out = Vec::new();
+    for _ in 0..50 {
+        d.distribute(&mut input).unwrap();
+        let mut b = recv_all(&mut w1);
+        w1.done_burst(&mut b).unwrap();
+        d.collect(&mut out);
+    }
+    assert!(out.is_empty(), "released ahead of packet 0: {out:?}");
+    // Eight accepted (the window): 0 held, the others handed back by worker 1 or sent to
+    // worker 0's ring behind it; the rest stays with the caller.
+    assert_eq!(input, (8..20).collect::<Vec<_>>());
+    let waiting = d.waiting_for_order();
+    assert!(waiting >= 1);
+    assert_eq!(waiting + d.in_flight(), 8);
+    let e = d.flush(&mut out, Duration::from_millis(20));
+    assert_eq!(
+        e,
+        Err(FlushError::Timeout {
+            in_flight: 8 - waiting,
+            workers: vec![0]
+        })
+    );
+    assert!(out.is_empty());
+}
