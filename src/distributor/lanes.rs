@@ -208,9 +208,10 @@ pub(super) struct Lane<T> {
     /// Removed for good ([`Distributor::remove_worker`]): not listed, cannot re-join; a
     /// later [`Distributor::add_worker`] may reuse the lane (and its id).
     pub(super) removed: bool,
-    /// `completed` when the lane's current worker was added (0, or the count when
-    /// `add_worker` reused the lane of a removed worker).
-    pub(super) completed_base: u64,
+    /// Packets this lane's worker handed back processed, dropped or rescheduled, as read
+    /// so far ([`Distributor::worker_completed`]); 0 again when `add_worker` reuses the
+    /// lane of a removed worker.
+    pub(super) handed_back: u64,
 }
 
 impl<T> Lane<T> {
@@ -312,9 +313,10 @@ impl<T> Lane<T> {
 
     /// One hand-back from the control ring, of the packet at stream position `pos`: the
     /// oldest not handed back (in-order calls), or a later one (the `_at` calls), which is
-    /// marked. With `check` (the caller's [`sample_ooo`](Self::sample_ooo)), a later one
-    /// must not overtake a packet of its own flow: worker `w` that did is a bug that would
-    /// let a flow run on two workers at once.
+    /// marked. With `check` (the caller's [`sample_ooo`](Self::sample_ooo), for a packet
+    /// handed back processed), a later one must not overtake a packet of its own flow:
+    /// worker `w` that did is a bug that would let a flow run on two workers at once. A
+    /// dropped or rescheduled packet leaves its flow and is not checked.
     pub(super) fn complete_at(&mut self, w: usize, pos: u64, check: bool) {
         self.cursor += 1;
         if self.frozen {
@@ -355,7 +357,11 @@ impl<T> Lane<T> {
 #[inline(never)]
 fn overtook(worker: usize, pos: u64, earlier: u64, tag: u64) -> ! {
     panic!(
-        "distributor: worker {worker} handed back the packet at position {pos} of its stream          before the one at position {earlier}, both of flow {tag:#x}. Packets of one flow must          be handed back in the order received (packets of different flows may come back in          any order, with the `_at` calls); otherwise a flow could run on two workers at once"
+        "distributor: worker {worker} handed back the packet at position {pos} of its stream \
+         before the one at position {earlier}, both of flow {tag:#x}. Packets of one flow must \
+         be handed back in the order received (packets of different flows may come back in \
+         any order, with the `_at` calls; a packet dropped or rescheduled leaves its flow and \
+         may pass it); otherwise a flow could run on two workers at once"
     )
 }
 

@@ -115,7 +115,7 @@ where
                 .set_async_budget(crate::wait::DEFAULT_ASYNC_BUDGET);
             let lane = &mut self.lanes[id];
             lane.stats = stats;
-            lane.completed_base = lane.completed;
+            lane.handed_back = 0;
             return Ok(self.activate(id, parked));
         }
         if self.lanes.len() >= MAX_WORKERS {

@@ -243,6 +243,12 @@ pub struct Distributor<T, F = BoxTag<T>> {
     backlog_at: VecDeque<u64>,
     /// Polls of the return rings so far (the first is 1).
     epoch: u64,
+    /// Lane reads that took something (a hand-back, a leave) so far: the sequence a wait
+    /// compares with `wait_mark` to tell whether anything was read since it decided to
+    /// wait ([`waits`]).
+    handbacks: u64,
+    /// `handbacks` when a waiting call last decided that it has to wait.
+    wait_mark: u64,
     /// Processed packets waiting for `collect`.
     returned: Vec<T>,
     credit: u64,
@@ -398,6 +404,8 @@ where
         backlog: VecDeque::new(),
         backlog_at: VecDeque::new(),
         epoch: 0,
+        handbacks: 0,
+        wait_mark: 0,
         returned: Vec::new(),
         credit: config.credit as u64,
         active: config.workers,
@@ -521,7 +529,7 @@ fn make_lane<T>(
         control,
         stats,
         removed: false,
-        completed_base: 0,
+        handed_back: 0,
     };
     Ok((lane, worker))
 }
@@ -581,8 +589,12 @@ where
         self.active
     }
 
-    /// Packets worker `id` has completed since it was created or added (`None` for an
-    /// unknown or removed id).
+    /// Packets worker `id` has handed back processed, dropped or rescheduled since it was
+    /// created or added, as far as the distributor has read its hand-backs (`None` for an
+    /// unknown or removed id). Drops include the packets a worker held and did not pass to
+    /// [`Worker::leave`]. Not counted: packets it handed back unprocessed when it left, and
+    /// those sent to it that it never received (the worker that takes them over counts
+    /// them), and those lost with its dropped handle (the `"lost"` statistic).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -594,7 +606,7 @@ where
         self.lanes
             .get(id)
             .filter(|l| !l.removed)
-            .map(|l| l.completed + l.ooo - l.completed_base)
+            .map(|l| l.handed_back)
     }
 
     /// Number of flows in the flow table.

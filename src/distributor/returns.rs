@@ -110,6 +110,7 @@ where
             ..
         } = self;
         let lane = &mut lanes[w];
+        let read_from = lane.cursor;
         // Control-ring slots read by a poll that a panic (the user's `tag`, the order
         // check) cut short are released here at the latest (see the end of this function).
         lane.rx.release_pending();
@@ -134,6 +135,7 @@ where
                 };
                 // Accounting first, then the user's `tag` (which may panic) for the check.
                 lane.advance(got);
+                lane.handed_back += got;
                 avail -= got;
                 if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                     // Ordered: the burst's sequence numbers are kept at its positions.
@@ -167,14 +169,21 @@ where
                 Some(a) if a == lane.cursor => {}
                 _ => break,
             }
-            match lane.rx.pop().expect("peeked") {
+            let entry = lane.rx.pop().expect("peeked");
+            if matches!(
+                entry,
+                Ret::Dropped { .. } | Ret::Resched { .. } | Ret::Done { .. }
+            ) {
+                lane.handed_back += 1;
+            }
+            match entry {
                 Ret::Dropped { pos, .. } => {
                     stats.add(DROPPED, 1);
                     if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                         win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
                     }
-                    let checked = *check_order && lane.sample_ooo();
-                    lane.complete_at(w, pos, checked);
+                    // Leaves its flow: not checked against the flow's older packets.
+                    lane.complete_at(w, pos, false);
                 }
                 Ret::Resched { pos, pkt, .. } => {
                     stats.add(RESCHEDULED, 1);
@@ -186,8 +195,10 @@ where
                     } else {
                         backlog_at.push_back(*epoch);
                     }
-                    let checked = *check_order && lane.sample_ooo();
-                    lane.complete_at(w, pos, checked);
+                    // Leaves its flow (it comes back as a new packet of its new tag's flow),
+                    // so it may pass the flow's older packets, which keep the flow on this
+                    // worker until they are back: not checked against them.
+                    lane.complete_at(w, pos, false);
                 }
                 // Processed, handed back out of order: kept, accounted, then checked.
                 Ret::Done { pos, pkt, .. } if ORDERED => {
@@ -245,6 +256,9 @@ where
         // Single pops release control-ring slots lazily; the worker sizes that ring for the
         // entries the distributor has not read, so give back every slot read here now.
         lane.rx.release_pending();
+        if lane.cursor != read_from || left {
+            self.handbacks = self.handbacks.wrapping_add(1);
+        }
         if left {
             self.take_leave(w);
         }
@@ -430,16 +444,18 @@ where
                 backoff = Backoff::new();
                 eager = true;
             }
-            if !backoff.is_completed() {
-                backoff.snooze();
-                continue;
-            }
+            // The deadline, every round: rounds that keep making progress (a worker that
+            // reschedules for ever) do not hold it off.
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return Err(FlushError::Timeout {
                     in_flight,
                     workers: self.holding_workers(),
                 });
+            }
+            if !backoff.is_completed() {
+                backoff.snooze();
+                continue;
             }
             let nap = deadline.map_or(slice, |d| (d - now).min(slice));
             slice = (slice.saturating_mul(2)).min(max_slice);

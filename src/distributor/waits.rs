@@ -1,6 +1,13 @@
 //! Waiting on the distributor's side: `distribute_wait` (until credit frees up) and
 //! `collect_wait` (until hand-backs arrive), by a [`WaitStrategy`] on the sleeper slot every
 //! worker notifies after each hand-back (the rings' sleeper protocol, [`crate::wait`]).
+//!
+//! The rule that keeps a wait from sleeping through a hand-back: a poll notes the
+//! distributor's hand-back sequence (`handbacks`, one step per lane read that took
+//! something) when it decides that it has to wait, and the sleeper's re-check is true
+//! when the sequence moved since (something was read after the decision, by whichever
+//! part of the poll read it) or a return ring holds something unread (a hand-back no
+//! read has taken yet, whose worker notifies the sleeper after publishing it).
 
 use super::*;
 use crate::wait::Step;
@@ -88,16 +95,22 @@ where
         timeout: Duration,
     ) -> Result<usize, WaitError> {
         let strategy = self.strategy;
+        // The call that placed nothing decided here; what it staged goes out before any
+        // sleep (a strategy without spins sleeps before its first poll).
+        self.decided_to_wait();
+        self.settle();
         crate::wait::wait_after_miss(
             self,
             strategy,
             timeout,
             |d| {
-                // Everything staged goes out and every return ring is read, so that a
-                // hand-back still unread after this poll is news (see `ready` below).
                 d.settle();
                 match d.distribute(pkts) {
                     Ok(0) => {
+                        d.decided_to_wait();
+                        // Nothing staged may wait on a lane while the distributor sleeps:
+                        // everything goes out, and the rings are read again. A hand-back
+                        // this read takes came after the decision: the re-check sees it.
                         d.settle();
                         Step::Pending
                     }
@@ -170,12 +183,17 @@ where
         timeout: Duration,
     ) -> Result<usize, WaitError> {
         let strategy = self.strategy;
+        // The `collect` that found nothing decided here.
+        self.decided_to_wait();
         let poll = |d: &mut Self| {
             d.settle();
             match d.collect(out) {
                 0 if d.in_flight() == 0 => Step::Ready(0),
                 0 if d.active == 0 => Step::Closed,
-                0 => Step::Pending,
+                0 => {
+                    d.decided_to_wait();
+                    Step::Pending
+                }
                 n => Step::Ready(n),
             }
         };
@@ -210,12 +228,20 @@ where
         }
     }
 
-    /// Whether any worker has handed something back that the last read did not see: the
-    /// sleeping side's re-check (read-only).
+    /// Notes the hand-back sequence at a waiting call's decision to wait (module docs).
+    fn decided_to_wait(&mut self) {
+        self.wait_mark = self.handbacks;
+    }
+
+    /// The sleeping side's re-check (read-only): whether anything was read from the
+    /// return rings since the last decision to wait, or a worker has handed something back
+    /// that no read has taken yet.
     fn handed_back(&self) -> bool {
-        self.lanes
-            .iter()
-            .any(|l| !l.done_rx.is_empty() || !l.rx.is_empty())
+        self.handbacks != self.wait_mark
+            || self
+                .lanes
+                .iter()
+                .any(|l| !l.done_rx.is_empty() || !l.rx.is_empty())
     }
 
     /// Sets how [`distribute_wait`](Self::distribute_wait) and

@@ -317,7 +317,8 @@ impl<T> Worker<T> {
     /// packet (`Duration::MAX`: no deadline), by this worker's [`WaitStrategy`] (default:
     /// spin briefly, yield, then sleep until the distributor sends). A worker that uses it
     /// costs no CPU while its flows are idle; while packets flow it costs what
-    /// `recv_burst` costs. Returns how many packets it appended (at least 1).
+    /// `recv_burst` costs. Returns how many packets it appended: at least 1, except for
+    /// `max == 0`, which takes nothing and returns 0 at once.
     ///
     /// # Errors
     ///

@@ -11,4 +11,5 @@ mod nodes_reschedule_migration;
 mod nodes_steps;
 mod ordered;
 mod routing_and_panics;
+mod wait_progress;
 mod waits;

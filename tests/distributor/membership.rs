@@ -333,3 +333,73 @@ fn adding_beyond_max_workers_is_an_error_until_one_is_removed() {
     d.remove_worker(distributor::MAX_WORKERS - 1).unwrap();
     assert_eq!(d.add_worker().unwrap().id(), distributor::MAX_WORKERS - 1);
 }
+
+/// `worker_completed` counts what the worker itself handed back (processed, dropped,
+/// rescheduled), as the distributor reads it: not packets that were sent to it and that it
+/// never received, nor those it handed back unprocessed when it left (the worker that
+/// takes them over counts them), nor those lost with its dropped handle.
+#[test]
+fn worker_completed_counts_what_the_worker_handed_back() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 2,
+            credit: 8,
+        },
+        |p: &u64| *p / 100,
+    )
+    .unwrap();
+    let mut w1 = ws.pop().unwrap();
+    let w0 = ws.pop().unwrap();
+    // One flow, sent to worker 0, which leaves having received nothing.
+    d.distribute(&mut vec![0, 1, 2]).unwrap();
+    assert_eq!(recv_all(&mut w1), Vec::<u64>::new());
+    w0.leave(Vec::new()).unwrap();
+    let mut out = Vec::new();
+    d.distribute(&mut Vec::new()).unwrap();
+    let mut b = recv_all(&mut w1);
+    assert_eq!(b, [0, 1, 2]);
+    w1.done_burst(&mut b).unwrap();
+    d.flush(&mut out, WAIT).unwrap();
+    assert_eq!(
+        (d.worker_completed(0), d.worker_completed(1)),
+        (Some(0), Some(3))
+    );
+
+    // Worker 0 re-joins: of five packets it processes one, drops one, reschedules one
+    // (into the same flow: it follows the flow) and leaves with two unprocessed. (Both
+    // workers are idle: a new flow goes to the first, worker 0.)
+    let mut w0 = d.rejoin(0).unwrap();
+    d.distribute(&mut vec![100, 101, 102, 103, 104]).unwrap();
+    let mut b = recv_all(&mut w0);
+    assert_eq!(b.len(), 5);
+    w0.done(b.remove(0)).unwrap();
+    w0.drop_packet(b.remove(0)).unwrap();
+    w0.reschedule(b.remove(0)).unwrap();
+    w0.leave(b).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    let mut b = recv_all(&mut w1);
+    assert_eq!(b, [103, 104, 102]);
+    w1.done_burst(&mut b).unwrap();
+    d.flush(&mut out, WAIT).unwrap();
+    assert_eq!(
+        (d.worker_completed(0), d.worker_completed(1)),
+        (Some(3), Some(6))
+    );
+
+    // Worker 0 again, whose handle is dropped holding two packets (lost) with one more in
+    // its ring (never received: it goes to worker 1).
+    let mut w0 = d.rejoin(0).unwrap();
+    d.distribute(&mut vec![200, 201, 202]).unwrap();
+    assert_eq!(w0.recv_burst(&mut b, 2), Ok(2));
+    drop(w0);
+    d.distribute(&mut Vec::new()).unwrap();
+    let mut c = recv_all(&mut w1);
+    assert_eq!(c, [202]);
+    w1.done_burst(&mut c).unwrap();
+    d.flush(&mut out, WAIT).unwrap();
+    assert_eq!(
+        (d.worker_completed(0), d.worker_completed(1)),
+        (Some(3), Some(7))
+    );
+    assert_eq!(d.stats().snapshot().get("lost"), Some(2));
+}

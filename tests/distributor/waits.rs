@@ -257,3 +257,24 @@ fn staged_packets_go_out_before_the_distributor_sleeps() {
     sorted.sort_unstable();
     assert_eq!(sorted, [5, 64], "{got:?}");
 }
+
+/// A worker's wait for at most 0 packets takes none and returns at once, whether or not
+/// packets are there (as `recv_burst` with `max` 0).
+#[test]
+fn recv_burst_wait_for_zero_packets_returns_at_once() {
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 4,
+        },
+        |p: &u64| *p,
+    )
+    .unwrap();
+    let mut w = ws.pop().unwrap();
+    let mut b = Vec::new();
+    assert_eq!(w.recv_burst_wait(&mut b, 0, Duration::MAX), Ok(0));
+    d.distribute(&mut vec![1]).unwrap();
+    assert_eq!(w.recv_burst_wait(&mut b, 0, Duration::MAX), Ok(0));
+    assert_eq!(w.recv_burst_wait(&mut b, 1, Duration::MAX), Ok(1));
+    assert_eq!(b, [1]);
+}

@@ -288,6 +288,73 @@ fn distribute_wait_and_collect_wait_wake_on_the_hand_back() {
     });
 }
 
+/// The waits' polls read the return rings after deciding to wait (`distribute_wait`
+/// publishes and reads everything before it sleeps): a hand-back that such a read
+/// consumes must still end the wait. One spin before the first sleep, so a poll runs (and
+/// its reads race with the worker's hand-back) before the distributor sleeps; the worker
+/// sleeps too while it waits for its second packet, so a wait that sleeps through the
+/// hand-back is a deadlock loom reports.
+#[test]
+fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
+    loom::model(|| {
+        let config = Config {
+            workers: 1,
+            credit: 1,
+        };
+        let (d, ws) = distributor::new(config, |p: &u8| u64::from(*p)).unwrap();
+        wait_through_one_credit(d, ws);
+    });
+}
+
+/// [`distribute_wait_sees_a_hand_back_its_own_poll_read`] with an ordered distributor,
+/// which waits for credit and window room (a window of 1) the same way.
+#[test]
+fn ordered_distribute_wait_sees_a_hand_back_its_own_poll_read() {
+    loom::model(|| {
+        let config = Config {
+            workers: 1,
+            credit: 1,
+        };
+        let (d, ws) = distributor::new_ordered::<u8>(config, 1).unwrap();
+        wait_through_one_credit(d, ws);
+    });
+}
+
+/// One packet takes the worker's one credit; `distribute_wait` of a second waits for its
+/// hand-back, which the worker makes concurrently; both come back in order.
+fn wait_through_one_credit<F: FnMut(&u8) -> u64>(
+    mut d: distributor::Distributor<u8, F>,
+    mut ws: Vec<distributor::Worker<u8>>,
+) {
+    use flowline::wait::WaitStrategy;
+    use std::time::Duration;
+    let sleep_after_one_spin = WaitStrategy::SpinPark {
+        spins: 1,
+        yields: 0,
+    };
+    d.set_wait_strategy(sleep_after_one_spin);
+    assert_eq!(d.distribute(&mut vec![7]).unwrap(), 1);
+    let mut w = ws.pop().unwrap();
+    w.set_wait_strategy(WaitStrategy::SpinPark {
+        spins: 0,
+        yields: 0,
+    });
+    let worker = thread::spawn(move || {
+        let mut b = Vec::new();
+        for _ in 0..2 {
+            w.recv_burst_wait(&mut b, 1, Duration::MAX).unwrap();
+            w.done_burst(&mut b).unwrap();
+        }
+    });
+    assert_eq!(d.distribute_wait(&mut vec![8], Duration::MAX), Ok(1));
+    let mut out = Vec::new();
+    while out.len() < 2 {
+        d.collect_wait(&mut out, Duration::MAX).unwrap();
+    }
+    assert_eq!(out, [7, 8]);
+    worker.join().unwrap();
+}
+
 /// Hand-backs out of order across flows, merged with in-order ones: the worker hands back
 /// its second packet first (`done_at`, control ring), then the first (`done`, done ring),
 /// then the third out of order past nothing (`drop_at` of the oldest, done as `drop`),

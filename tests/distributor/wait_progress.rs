@@ -1,0 +1,203 @@
+//! The distributor's waiting loops see every hand-back and keep their deadlines: a
+//! hand-back that the wait's own poll reads after deciding to wait ends the wait (it is
+//! not slept through), and a flush whose rounds keep making progress (a worker that
+//! reschedules for ever) still returns at its deadline.
+//!
+//! The worker here runs inside the tag closure, so a hand-back lands at a chosen point of
+//! the distributor's own call, single-threaded and deterministic.
+#![cfg(all(not(loom), feature = "std"))]
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use flowline::distributor::{self, Config, FlushError, Worker};
+use flowline::wait::WaitStrategy;
+
+/// Every strategy the waits take, with no spins or yields where they have them: the
+/// strategies that sleep at once are the ones a lost wake-up hangs.
+const STRATEGIES: [WaitStrategy; 4] = [
+    WaitStrategy::Spin,
+    WaitStrategy::SpinYield { spins: 0 },
+    WaitStrategy::SpinPark {
+        spins: 0,
+        yields: 0,
+    },
+    WaitStrategy::SpinPark {
+        spins: 1,
+        yields: 0,
+    },
+];
+
+/// Long enough that a wait which sleeps to its deadline is told apart from one that
+/// returns at the hand-back (which takes microseconds here: no other thread is involved).
+const DEADLINE: Duration = Duration::from_secs(3);
+
+type Shared = Rc<RefCell<Option<Worker<u64>>>>;
+
+/// A one-worker distributor with credit 1 whose tag closure, on its `nth` call, makes the
+/// worker take what it was sent and hand it back.
+fn driven_at(
+    nth: u32,
+) -> (
+    distributor::Distributor<u64, impl FnMut(&u64) -> u64>,
+    Shared,
+) {
+    let shared: Shared = Rc::new(RefCell::new(None));
+    let calls = Cell::new(0u32);
+    let w = Rc::clone(&shared);
+    let tag = move |p: &u64| {
+        calls.set(calls.get() + 1);
+        if calls.get() == nth {
+            let mut guard = w.borrow_mut();
+            let worker = guard.as_mut().expect("the worker is set before any call");
+            let mut b = Vec::new();
+            worker.recv_burst(&mut b, usize::MAX).unwrap();
+            worker.done_burst(&mut b).unwrap();
+        }
+        *p
+    };
+    let (d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 1,
+        },
+        tag,
+    )
+    .unwrap();
+    *shared.borrow_mut() = ws.pop();
+    (d, shared)
+}
+
+/// The credit frees up during the wait's own poll, at every tag call it makes (before its
+/// decision, inside it, after it): `distribute_wait` places the packet at once, whatever
+/// the strategy. It used to sleep through a hand-back that its poll's last read of the
+/// return rings consumed, until its deadline (for ever with `Duration::MAX`).
+#[test]
+fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
+    for strategy in STRATEGIES {
+        for nth in 2..=8 {
+            // A strategy that parks sleeps after `spins` polls (a tag call each), after
+            // the first `distribute` and the wait's own first try: a later tag call comes
+            // only once another thread hands back (the threaded tests and the loom models
+            // have that case).
+            if let WaitStrategy::SpinPark { spins, .. } = strategy {
+                if nth > 2 + spins {
+                    continue;
+                }
+            }
+            let (mut d, shared) = driven_at(nth);
+            d.set_wait_strategy(strategy);
+            // Tag call 1; the worker's one credit is used.
+            assert_eq!(d.distribute(&mut vec![1]), Ok(1));
+            let mut more = vec![2];
+            let start = Instant::now();
+            let r = d.distribute_wait(&mut more, DEADLINE);
+            let took = start.elapsed();
+            assert_eq!(r, Ok(1), "{strategy:?}, hand-back at tag call {nth}");
+            assert!(
+                took < DEADLINE / 2,
+                "{strategy:?}, hand-back at tag call {nth}: slept through it ({took:?})"
+            );
+            // Both packets come back.
+            let mut w = shared.borrow_mut().take().unwrap();
+            let mut b = Vec::new();
+            w.recv_burst(&mut b, usize::MAX).unwrap();
+            w.done_burst(&mut b).unwrap();
+            let mut out = Vec::new();
+            d.flush(&mut out, DEADLINE).unwrap();
+            assert_eq!(out, [1, 2], "{strategy:?}, hand-back at tag call {nth}");
+        }
+    }
+}
+
+/// A worker that reschedules for ever ("not ready, try again"): every round of the flush
+/// makes progress, and the flush still returns at its deadline, with the packets in flight
+/// named. It used to read the clock only once a round made no progress, so it ran until
+/// the reschedules stopped.
+#[test]
+fn flush_returns_at_its_deadline_while_a_worker_reschedules() {
+    // Reschedules before the worker gives up: far more than fit in the deadline.
+    let chain: u64 = if cfg!(miri) { 3_000 } else { 3_000_000 };
+    let shared: Shared = Rc::new(RefCell::new(None));
+    let held = Rc::new(RefCell::new(Vec::new()));
+    let rounds = Rc::new(Cell::new(0u64));
+    let stop = Rc::new(Cell::new(false));
+    let (w, h, r, s) = (
+        Rc::clone(&shared),
+        Rc::clone(&held),
+        Rc::clone(&rounds),
+        Rc::clone(&stop),
+    );
+    // Runs the worker at every tag call: it takes what it was sent and reschedules its
+    // oldest packet (the same flow again), until the chain ends; then it hands back all.
+    let tag = move |p: &u64| {
+        let mut guard = w.borrow_mut();
+        if let Some(worker) = guard.as_mut() {
+            let mut held = h.borrow_mut();
+            worker.recv_burst(&mut held, usize::MAX).unwrap();
+            if !s.get() && r.get() < chain {
+                r.set(r.get() + 1);
+                if !held.is_empty() {
+                    let oldest = held.remove(0);
+                    worker.reschedule(oldest).unwrap();
+                }
+            } else {
+                worker.done_burst(&mut held).unwrap();
+            }
+        }
+        *p
+    };
+    let (mut d, mut ws) = distributor::new(
+        Config {
+            workers: 1,
+            credit: 4,
+        },
+        tag,
+    )
+    .unwrap();
+    assert_eq!(d.distribute(&mut vec![1, 1]), Ok(2));
+    let mut w = ws.pop().unwrap();
+    // The first reschedule, by hand: the flush's rounds route it, and each routing runs
+    // the worker (the tag call), which reschedules again.
+    let mut b = Vec::new();
+    w.recv_burst(&mut b, usize::MAX).unwrap();
+    w.reschedule(b.remove(0)).unwrap();
+    rounds.set(1);
+    *held.borrow_mut() = b;
+    *shared.borrow_mut() = Some(w);
+    let mut out = Vec::new();
+    let timeout = Duration::from_millis(50);
+    let start = Instant::now();
+    let r = d.flush(&mut out, timeout);
+    let took = start.elapsed();
+    match r {
+        Err(FlushError::Timeout { in_flight, workers }) => {
+            assert_eq!((in_flight, workers), (2, vec![0]));
+        }
+        other => panic!(
+            "a flush of 50 ms returned {other:?} after {took:?} and {} reschedules",
+            rounds.get()
+        ),
+    }
+    assert!(
+        rounds.get() < chain,
+        "the flush outlasted the whole chain of reschedules"
+    );
+    // The chain ends: the worker hands back what it holds and what it was sent, and the
+    // next flush brings both packets back, every reschedule counted.
+    stop.set(true);
+    let mut w = shared.borrow_mut().take().unwrap();
+    let mut b = held.take();
+    for _ in 0..3 {
+        // A packet still to be routed reaches the worker with the flush's first round.
+        w.recv_burst(&mut b, usize::MAX).unwrap();
+        w.done_burst(&mut b).unwrap();
+        if d.flush(&mut out, Duration::from_millis(10)).is_ok() {
+            break;
+        }
+    }
+    assert_eq!(d.in_flight(), 0);
+    assert_eq!(out, [1, 1]);
+    assert_eq!(d.stats().snapshot().get("rescheduled"), Some(rounds.get()));
+}
