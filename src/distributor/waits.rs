@@ -99,7 +99,7 @@ where
         // sleep (a strategy without spins sleeps before its first poll).
         self.decided_to_wait();
         self.settle();
-        crate::wait::wait_after_miss(
+        crate::wait::wait_after_miss_heavy(
             self,
             strategy,
             timeout,
@@ -185,7 +185,7 @@ where
         let strategy = self.strategy;
         // The `collect` that found nothing decided here.
         self.decided_to_wait();
-        let poll = |d: &mut Self| {
+        let mut poll = |d: &mut Self| {
             d.settle();
             match d.collect(out) {
                 0 if d.in_flight() == 0 => Step::Ready(0),
@@ -197,7 +197,13 @@ where
                 n => Step::Ready(n),
             }
         };
-        crate::wait::wait_loop(self, strategy, timeout, poll, Self::handed_back, |d| {
+        // Polled at once: the `collect` that missed may have left staged packets.
+        match poll(self) {
+            Step::Ready(n) => return Ok(n),
+            Step::Closed => return Err(WaitError::Disconnected),
+            Step::Pending => {}
+        }
+        crate::wait::wait_after_miss_heavy(self, strategy, timeout, poll, Self::handed_back, |d| {
             &**d.wake
         })
     }

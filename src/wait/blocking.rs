@@ -160,11 +160,44 @@ pub(crate) fn wait_loop<H, R>(
 /// finds the ring empty (or full) has read the other end's index line, taking it from its
 /// writer; polling again at once would take it again before the writer could move, so
 /// a busy wait polls exactly as often as a loop of `pop` and `spin_loop` does.
+///
+/// While it spins, the deadline is read every 64 polls (a ring's poll is a few loads, a
+/// clock read costs several of them); on every poll once the spinning ends.
 #[inline(never)]
 pub(crate) fn wait_after_miss<H, R>(
     h: &mut H,
     strategy: WaitStrategy,
     timeout: Duration,
+    poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<R, WaitError> {
+    pause_and_poll(h, strategy, timeout, 63, poll, ready, sleepers)
+}
+
+/// [`wait_after_miss`] for a poll that costs far more than a clock read and may make
+/// progress round after round without finishing (the distributor's: it reads return rings
+/// and routes reschedules): the deadline is read before every poll.
+#[inline(never)]
+pub(crate) fn wait_after_miss_heavy<H, R>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<R, WaitError> {
+    pause_and_poll(h, strategy, timeout, 0, poll, ready, sleepers)
+}
+
+/// The loop of [`wait_after_miss`]: while spinning, the deadline is read when the pause
+/// count has every bit of `clock_mask` set (63: every 64 polls; 0: every poll).
+#[inline(always)]
+fn pause_and_poll<H, R>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    clock_mask: u32,
     mut poll: impl FnMut(&mut H) -> Step<R>,
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
@@ -197,7 +230,7 @@ pub(crate) fn wait_after_miss<H, R>(
         // spinning, on every poll after. A wait that times out looks once more first, so
         // it reports what a poll sees now (an item, or the other end gone): the caller's
         // own miss may have been its only poll.
-        if (n >= spins || n % 64 == 63) && expired(&mut deadline) {
+        if (n >= spins || n & clock_mask == clock_mask) && expired(&mut deadline) {
             return match poll(h) {
                 Step::Ready(r) => Ok(r),
                 Step::Closed => Err(WaitError::Disconnected),

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use flowline::distributor::{self, Config, FlushError, Worker};
-use flowline::wait::WaitStrategy;
+use flowline::wait::{WaitError, WaitStrategy};
 
 /// Every strategy the waits take, with no spins or yields where they have them: the
 /// strategies that sleep at once are the ones a lost wake-up hangs.
@@ -111,65 +111,106 @@ fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
     }
 }
 
-/// A worker that reschedules for ever ("not ready, try again"): every round of the flush
-/// makes progress, and the flush still returns at its deadline, with the packets in flight
-/// named. It used to read the clock only once a round made no progress, so it ran until
-/// the reschedules stopped.
-#[test]
-fn flush_returns_at_its_deadline_while_a_worker_reschedules() {
-    // Reschedules before the worker gives up: far more than fit in the deadline.
-    let chain: u64 = if cfg!(miri) { 3_000 } else { 3_000_000 };
-    let shared: Shared = Rc::new(RefCell::new(None));
-    let held = Rc::new(RefCell::new(Vec::new()));
-    let rounds = Rc::new(Cell::new(0u64));
-    let stop = Rc::new(Cell::new(false));
-    let (w, h, r, s) = (
-        Rc::clone(&shared),
-        Rc::clone(&held),
-        Rc::clone(&rounds),
-        Rc::clone(&stop),
-    );
-    // Runs the worker at every tag call: it takes what it was sent and reschedules its
-    // oldest packet (the same flow again), until the chain ends; then it hands back all.
-    let tag = move |p: &u64| {
-        let mut guard = w.borrow_mut();
-        if let Some(worker) = guard.as_mut() {
-            let mut held = h.borrow_mut();
-            worker.recv_burst(&mut held, usize::MAX).unwrap();
-            if !s.get() && r.get() < chain {
-                r.set(r.get() + 1);
-                if !held.is_empty() {
-                    let oldest = held.remove(0);
-                    worker.reschedule(oldest).unwrap();
+/// A worker run by the tag closure that reschedules for ever ("not ready, try again"):
+/// at every tag call it takes what it was sent and reschedules its oldest packet into the
+/// same flow, until `stop` (or `chain` reschedules); then it hands back everything.
+struct Rescheduling {
+    shared: Shared,
+    held: Rc<RefCell<Vec<u64>>>,
+    rounds: Rc<Cell<u64>>,
+    stop: Rc<Cell<bool>>,
+}
+
+/// Reschedules before the worker gives up: far more than fit in any deadline here.
+const CHAIN: u64 = if cfg!(miri) { 3_000 } else { 3_000_000 };
+
+impl Rescheduling {
+    /// A distributor with one worker of credit 2, holding two packets of flow 1, the
+    /// first of them rescheduled: every routing from now on runs the chain.
+    fn start() -> (distributor::Distributor<u64, impl FnMut(&u64) -> u64>, Self) {
+        let r = Rescheduling {
+            shared: Rc::new(RefCell::new(None)),
+            held: Rc::new(RefCell::new(Vec::new())),
+            rounds: Rc::new(Cell::new(0)),
+            stop: Rc::new(Cell::new(false)),
+        };
+        let (w, h, n, s) = (
+            Rc::clone(&r.shared),
+            Rc::clone(&r.held),
+            Rc::clone(&r.rounds),
+            Rc::clone(&r.stop),
+        );
+        let tag = move |p: &u64| {
+            let mut guard = w.borrow_mut();
+            if let Some(worker) = guard.as_mut() {
+                let mut held = h.borrow_mut();
+                worker.recv_burst(&mut held, usize::MAX).unwrap();
+                if !s.get() && n.get() < CHAIN {
+                    if !held.is_empty() {
+                        n.set(n.get() + 1);
+                        let oldest = held.remove(0);
+                        worker.reschedule(oldest).unwrap();
+                    }
+                } else {
+                    worker.done_burst(&mut held).unwrap();
                 }
-            } else {
-                worker.done_burst(&mut held).unwrap();
+            }
+            *p / 100
+        };
+        let (mut d, mut ws) = distributor::new(
+            Config {
+                workers: 1,
+                credit: 2,
+            },
+            tag,
+        )
+        .unwrap();
+        assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
+        let mut w = ws.pop().unwrap();
+        let mut b = Vec::new();
+        w.recv_burst(&mut b, usize::MAX).unwrap();
+        w.reschedule(b.remove(0)).unwrap();
+        r.rounds.set(1);
+        *r.held.borrow_mut() = b;
+        *r.shared.borrow_mut() = Some(w);
+        (d, r)
+    }
+
+    /// Ends the chain: the worker hands back what it holds and what it is sent, until
+    /// nothing is in flight; the packets come back onto `out`.
+    fn finish<F: FnMut(&u64) -> u64>(
+        self,
+        d: &mut distributor::Distributor<u64, F>,
+        out: &mut Vec<u64>,
+    ) {
+        self.stop.set(true);
+        let mut w = self.shared.borrow_mut().take().unwrap();
+        let mut b = self.held.take();
+        for _ in 0..3 {
+            // A packet still to be routed reaches the worker with the flush's first round.
+            w.recv_burst(&mut b, usize::MAX).unwrap();
+            w.done_burst(&mut b).unwrap();
+            if d.flush(out, Duration::from_millis(10)).is_ok() {
+                break;
             }
         }
-        *p
-    };
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 4,
-        },
-        tag,
-    )
-    .unwrap();
-    assert_eq!(d.distribute(&mut vec![1, 1]), Ok(2));
-    let mut w = ws.pop().unwrap();
-    // The first reschedule, by hand: the flush's rounds route it, and each routing runs
-    // the worker (the tag call), which reschedules again.
-    let mut b = Vec::new();
-    w.recv_burst(&mut b, usize::MAX).unwrap();
-    w.reschedule(b.remove(0)).unwrap();
-    rounds.set(1);
-    *held.borrow_mut() = b;
-    *shared.borrow_mut() = Some(w);
+        assert_eq!(d.in_flight(), 0);
+        assert_eq!(
+            d.stats().snapshot().get("rescheduled"),
+            Some(self.rounds.get())
+        );
+    }
+}
+
+/// Every round of the flush makes progress (a reschedule), and the flush still returns at
+/// its deadline, with the packets in flight named. It used to read the clock only once a
+/// round made no progress, so it ran until the reschedules stopped.
+#[test]
+fn flush_returns_at_its_deadline_while_a_worker_reschedules() {
+    let (mut d, chain) = Rescheduling::start();
     let mut out = Vec::new();
-    let timeout = Duration::from_millis(50);
     let start = Instant::now();
-    let r = d.flush(&mut out, timeout);
+    let r = d.flush(&mut out, Duration::from_millis(50));
     let took = start.elapsed();
     match r {
         Err(FlushError::Timeout { in_flight, workers }) => {
@@ -177,27 +218,37 @@ fn flush_returns_at_its_deadline_while_a_worker_reschedules() {
         }
         other => panic!(
             "a flush of 50 ms returned {other:?} after {took:?} and {} reschedules",
-            rounds.get()
+            chain.rounds.get()
         ),
     }
-    assert!(
-        rounds.get() < chain,
-        "the flush outlasted the whole chain of reschedules"
-    );
-    // The chain ends: the worker hands back what it holds and what it was sent, and the
-    // next flush brings both packets back, every reschedule counted.
-    stop.set(true);
-    let mut w = shared.borrow_mut().take().unwrap();
-    let mut b = held.take();
-    for _ in 0..3 {
-        // A packet still to be routed reaches the worker with the flush's first round.
-        w.recv_burst(&mut b, usize::MAX).unwrap();
-        w.done_burst(&mut b).unwrap();
-        if d.flush(&mut out, Duration::from_millis(10)).is_ok() {
-            break;
-        }
+    assert!(chain.rounds.get() < CHAIN, "the flush outlasted the chain");
+    chain.finish(&mut d, &mut out);
+    // A reschedule is a new arrival of its flow: the two may come back in either order.
+    out.sort_unstable();
+    assert_eq!(out, [100, 101]);
+}
+
+/// The distributor's waits under the same chain, by every strategy: each poll makes
+/// progress, no packet can be placed (the reschedules take the credit first) and none
+/// comes back processed, so both waits return at their deadline.
+#[test]
+fn waits_return_at_their_deadline_while_a_worker_reschedules() {
+    for strategy in STRATEGIES {
+        let (mut d, chain) = Rescheduling::start();
+        d.set_wait_strategy(strategy);
+        let mut input = vec![200];
+        let r = d.distribute_wait(&mut input, Duration::from_millis(30));
+        assert_eq!(r, Err(WaitError::Timeout), "{strategy:?}");
+        assert_eq!(input, [200], "{strategy:?}");
+        let mut out = Vec::new();
+        let r = d.collect_wait(&mut out, Duration::from_millis(30));
+        assert_eq!(r, Err(WaitError::Timeout), "{strategy:?}");
+        assert!(
+            chain.rounds.get() < CHAIN,
+            "{strategy:?}: a wait outlasted the chain"
+        );
+        chain.finish(&mut d, &mut out);
+        out.sort_unstable();
+        assert_eq!(out, [100, 101], "{strategy:?}");
     }
-    assert_eq!(d.in_flight(), 0);
-    assert_eq!(out, [1, 1]);
-    assert_eq!(d.stats().snapshot().get("rescheduled"), Some(rounds.get()));
 }
