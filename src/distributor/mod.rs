@@ -22,11 +22,13 @@
 //!
 //! Workers hand packets of one flow back in the order they received them; packets of
 //! different flows may come back in any order ([`Worker::done_at`] and the other `_at`
-//! calls name a packet by its [`Ticket`]). The distributor checks both: a packet handed back
-//! must be the one it sent at that position (its tag), and one handed back out of order
-//! must not overtake a packet of its own flow: every hand-back in debug builds; in release
-//! builds one per burst of in-order hand-backs and one in 16 out of order. It panics with
-//! a message naming the worker otherwise (see [`Distributor::distribute`]). A [`Worker`] dropped without
+//! calls name a packet by its [`Ticket`]), and a packet dropped or rescheduled leaves its
+//! flow, so it may pass the flow's older packets. The distributor checks both: a packet
+//! handed back must be the one it sent at that position (its tag), and one handed back
+//! processed out of order must not overtake a packet of its own flow: every hand-back in
+//! debug builds; in release builds one per burst of in-order hand-backs and one in 16 out
+//! of order. It panics with a message naming the worker otherwise (see
+//! [`Distributor::distribute`]). A [`Worker`] dropped without
 //! [`leave`](Worker::leave) (its thread panicked) leaves implicitly: what it never received
 //! is redistributed in order, what it held is counted as lost.
 //!
