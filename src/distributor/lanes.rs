@@ -208,10 +208,12 @@ pub(super) struct Lane<T> {
     /// Removed for good ([`Distributor::remove_worker`]): not listed, cannot re-join; a
     /// later [`Distributor::add_worker`] may reuse the lane (and its id).
     pub(super) removed: bool,
-    /// Packets this lane's worker handed back processed, dropped or rescheduled, as read
-    /// so far ([`Distributor::worker_completed`]); 0 again when `add_worker` reuses the
-    /// lane of a removed worker.
-    pub(super) handed_back: u64,
+    /// Positions of `cursor` that were not this worker's own hand-back (processed, dropped
+    /// or rescheduled): packets handed back unprocessed, lost with a dropped handle, or
+    /// never received (skipped at its leave), and the positions of the removed worker
+    /// whose lane `add_worker` reused. `cursor - passed_on` is
+    /// [`Distributor::worker_completed`].
+    pub(super) passed_on: u64,
 }
 
 impl<T> Lane<T> {

@@ -115,7 +115,7 @@ where
                 .set_async_budget(crate::wait::DEFAULT_ASYNC_BUDGET);
             let lane = &mut self.lanes[id];
             lane.stats = stats;
-            lane.handed_back = 0;
+            lane.passed_on = lane.cursor;
             return Ok(self.activate(id, parked));
         }
         if self.lanes.len() >= MAX_WORKERS {

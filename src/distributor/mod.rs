@@ -245,11 +245,10 @@ pub struct Distributor<T, F = BoxTag<T>> {
     backlog_at: VecDeque<u64>,
     /// Polls of the return rings so far (the first is 1).
     epoch: u64,
-    /// Lane reads that took something (a hand-back, a leave) so far: the sequence a wait
-    /// compares with `wait_mark` to tell whether anything was read since it decided to
-    /// wait ([`waits`]).
-    handbacks: u64,
-    /// `handbacks` when a waiting call last decided that it has to wait.
+    /// Leave markers read so far: with the lanes' `cursor`s, the hand-back sequence a wait
+    /// compares with `wait_mark` ([`waits`]).
+    leaves: u64,
+    /// The hand-back sequence when a waiting call last decided that it has to wait.
     wait_mark: u64,
     /// Processed packets waiting for `collect`.
     returned: Vec<T>,
@@ -406,7 +405,7 @@ where
         backlog: VecDeque::new(),
         backlog_at: VecDeque::new(),
         epoch: 0,
-        handbacks: 0,
+        leaves: 0,
         wait_mark: 0,
         returned: Vec::new(),
         credit: config.credit as u64,
@@ -531,7 +530,7 @@ fn make_lane<T>(
         control,
         stats,
         removed: false,
-        handed_back: 0,
+        passed_on: 0,
     };
     Ok((lane, worker))
 }
@@ -608,7 +607,7 @@ where
         self.lanes
             .get(id)
             .filter(|l| !l.removed)
-            .map(|l| l.handed_back)
+            .map(|l| l.cursor - l.passed_on)
     }
 
     /// Number of flows in the flow table.

@@ -110,7 +110,6 @@ where
             ..
         } = self;
         let lane = &mut lanes[w];
-        let read_from = lane.cursor;
         // Control-ring slots read by a poll that a panic (the user's `tag`, the order
         // check) cut short are released here at the latest (see the end of this function).
         lane.rx.release_pending();
@@ -135,7 +134,6 @@ where
                 };
                 // Accounting first, then the user's `tag` (which may panic) for the check.
                 lane.advance(got);
-                lane.handed_back += got;
                 avail -= got;
                 if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
                     // Ordered: the burst's sequence numbers are kept at its positions.
@@ -169,14 +167,7 @@ where
                 Some(a) if a == lane.cursor => {}
                 _ => break,
             }
-            let entry = lane.rx.pop().expect("peeked");
-            if matches!(
-                entry,
-                Ret::Dropped { .. } | Ret::Resched { .. } | Ret::Done { .. }
-            ) {
-                lane.handed_back += 1;
-            }
-            match entry {
+            match lane.rx.pop().expect("peeked") {
                 Ret::Dropped { pos, .. } => {
                     stats.add(DROPPED, 1);
                     if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
@@ -222,6 +213,7 @@ where
                 Ret::Unprocessed { pos, pkt, .. } => {
                     lane.frozen = true;
                     lane.cursor += 1;
+                    lane.passed_on += 1;
                     // Kept before the user's `tag` runs: if it panics, the packet is not lost.
                     lane.leaving.push(pkt);
                     if ORDERED {
@@ -245,6 +237,7 @@ where
                     }
                     lane.frozen = true;
                     lane.cursor += n;
+                    lane.passed_on += n;
                     stats.add(LOST, n);
                 }
                 Ret::Leave { .. } => {
@@ -256,9 +249,6 @@ where
         // Single pops release control-ring slots lazily; the worker sizes that ring for the
         // entries the distributor has not read, so give back every slot read here now.
         lane.rx.release_pending();
-        if lane.cursor != read_from || left {
-            self.handbacks = self.handbacks.wrapping_add(1);
-        }
         if left {
             self.take_leave(w);
         }
@@ -305,12 +295,15 @@ where
         // starts its stream at `sent`.
         lane.completed = lane.sent;
         lane.published = lane.sent;
+        // The positions it never received.
+        lane.passed_on += lane.sent - lane.cursor;
         lane.cursor = lane.sent;
         lane.clear_marks();
         lane.frozen = false;
         lane.active = false;
         lane.parked = Some(parked);
         self.active -= 1;
+        self.leaves += 1;
         let ordered = self.reorder.is_some();
         for (k, p) in unprocessed.into_iter().enumerate().rev() {
             self.backlog.push_front(p);

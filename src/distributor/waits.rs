@@ -3,11 +3,11 @@
 //! worker notifies after each hand-back (the rings' sleeper protocol, [`crate::wait`]).
 //!
 //! The rule that keeps a wait from sleeping through a hand-back: a poll notes the
-//! distributor's hand-back sequence (`handbacks`, one step per lane read that took
-//! something) when it decides that it has to wait, and the sleeper's re-check is true
-//! when the sequence moved since (something was read after the decision, by whichever
-//! part of the poll read it) or a return ring holds something unread (a hand-back no
-//! read has taken yet, whose worker notifies the sleeper after publishing it).
+//! distributor's hand-back sequence (the hand-backs read from every lane, its `cursor`s,
+//! and the leaves read) when it decides that it has to wait, and the sleeper's re-check is
+//! true when the sequence moved since (something was read after the decision, by whichever
+//! part of the poll read it) or a return ring holds something unread (a hand-back no read
+//! has taken yet, whose worker notifies the sleeper after publishing it).
 
 use super::*;
 use crate::wait::Step;
@@ -236,14 +236,21 @@ where
 
     /// Notes the hand-back sequence at a waiting call's decision to wait (module docs).
     fn decided_to_wait(&mut self) {
-        self.wait_mark = self.handbacks;
+        self.wait_mark = self.handback_seq();
+    }
+
+    /// Hand-backs and leaves read so far, over every lane (it only grows while a waiting
+    /// call runs: lanes are added and removed only by calls of their own).
+    fn handback_seq(&self) -> u64 {
+        let read: u64 = self.lanes.iter().map(|l| l.cursor).sum();
+        read.wrapping_add(self.leaves)
     }
 
     /// The sleeping side's re-check (read-only): whether anything was read from the
     /// return rings since the last decision to wait, or a worker has handed something back
     /// that no read has taken yet.
     fn handed_back(&self) -> bool {
-        self.handbacks != self.wait_mark
+        self.handback_seq() != self.wait_mark
             || self
                 .lanes
                 .iter()
