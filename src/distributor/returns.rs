@@ -459,16 +459,15 @@ where
                 // published after this round read the rings (a round reads everything
                 // visible: a control entry is posted after the completions before it), so
                 // it ends the nap at once and the next round takes it. Should a round
-                // after such a nap make no progress, the next nap waits for news instead
-                // (a change of the unread count), so a flush cannot spin on entries it
-                // cannot use. The nap's end (its timeout) only ends the nap: the loop
-                // decides.
+                // after a nap that such an entry ended make no progress, the next nap
+                // waits for news instead (a change of the unread count), so a flush cannot
+                // spin on entries it cannot use. A nap that ran to its end leaves the next
+                // one eager. The nap's end only ends the nap: the loop decides.
                 let lanes = &self.lanes;
                 let unread =
                     || -> usize { lanes.iter().map(|l| l.done_rx.len() + l.rx.len()).sum() };
                 let base = if eager { 0 } else { unread() };
-                eager = false;
-                self.wake.sleep_until(|| unread() != base, Some(now + nap));
+                eager = !self.wake.sleep_until(|| unread() != base, Some(now + nap));
             } else {
                 // Nothing is held, only the backlog is left: the next round routes it.
                 std::thread::yield_now();

@@ -7,7 +7,9 @@
 //! and the leaves read) when it decides that it has to wait, and the sleeper's re-check is
 //! true when the sequence moved since (something was read after the decision, by whichever
 //! part of the poll read it) or a return ring holds something unread (a hand-back no read
-//! has taken yet, whose worker notifies the sleeper after publishing it).
+//! has taken yet, whose worker notifies the sleeper after publishing it). The same test
+//! gates the polls while a wait spins: with nothing back since the decision, the state that
+//! decided is unchanged, so a spin looks at the return rings instead of routing again.
 
 use super::*;
 use crate::wait::Step;
@@ -104,6 +106,11 @@ where
             strategy,
             timeout,
             |d| {
+                if !d.handed_back() {
+                    // Nothing came back since the decision: a routing pass would place
+                    // nothing either, so a spin costs a look at the return rings.
+                    return Step::Pending;
+                }
                 d.settle();
                 match d.distribute(pkts) {
                     Ok(0) => {
@@ -183,29 +190,42 @@ where
         timeout: Duration,
     ) -> Result<usize, WaitError> {
         let strategy = self.strategy;
-        // The `collect` that found nothing decided here.
-        self.decided_to_wait();
         let mut poll = |d: &mut Self| {
             d.settle();
+            // Decided on what `settle` read and routed: what `collect` reads next (it reads
+            // the rings again) is news, and a reschedule or a leave it reads goes to the
+            // backlog unrouted, which the next poll's `settle` routes.
+            d.decided_to_wait();
             match d.collect(out) {
                 0 if d.in_flight() == 0 => Step::Ready(0),
                 0 if d.active == 0 => Step::Closed,
-                0 => {
-                    d.decided_to_wait();
-                    Step::Pending
-                }
+                0 => Step::Pending,
                 n => Step::Ready(n),
             }
         };
-        // Polled at once: the `collect` that missed may have left staged packets.
+        // Polled at once: the `collect` that missed may have left staged packets and the
+        // backlog, and read only some lanes.
         match poll(self) {
             Step::Ready(n) => return Ok(n),
             Step::Closed => return Err(WaitError::Disconnected),
             Step::Pending => {}
         }
-        crate::wait::wait_after_miss_heavy(self, strategy, timeout, poll, Self::handed_back, |d| {
-            &**d.wake
-        })
+        crate::wait::wait_after_miss_heavy(
+            self,
+            strategy,
+            timeout,
+            |d| {
+                if d.handed_back() {
+                    poll(d)
+                } else {
+                    // Nothing came back (nor left) since the decision: nothing to collect,
+                    // so a spin costs a look at the return rings.
+                    Step::Pending
+                }
+            },
+            Self::handed_back,
+            |d| &**d.wake,
+        )
     }
 
     /// Publishes every staged packet, routes the backlog (while a worker is active) and

@@ -320,8 +320,49 @@ fn ordered_distribute_wait_sees_a_hand_back_its_own_poll_read() {
     });
 }
 
+/// `collect_wait` while the worker reschedules its one packet before it hands it back:
+/// the wait's poll reads the rings in `settle` (which routes what it read) and again in
+/// `collect` (which does not); a reschedule that only the second read takes must not be
+/// slept through with the packet in the backlog and the worker waiting for it.
+#[test]
+fn collect_wait_routes_a_reschedule_its_collect_read() {
+    use flowline::wait::WaitStrategy;
+    use std::time::Duration;
+    loom::model(|| {
+        let config = Config {
+            workers: 1,
+            credit: 1,
+        };
+        let (mut d, mut ws) = distributor::new(config, |p: &u8| u64::from(*p)).unwrap();
+        d.set_wait_strategy(WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 0,
+        });
+        assert_eq!(d.distribute(&mut vec![7]).unwrap(), 1);
+        let mut w = ws.pop().unwrap();
+        w.set_wait_strategy(WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 0,
+        });
+        let worker = thread::spawn(move || {
+            let mut b = Vec::new();
+            w.recv_burst_wait(&mut b, 1, Duration::MAX).unwrap();
+            w.reschedule(b.pop().unwrap()).unwrap();
+            w.recv_burst_wait(&mut b, 1, Duration::MAX).unwrap();
+            w.done_burst(&mut b).unwrap();
+        });
+        let mut out = Vec::new();
+        while out.is_empty() {
+            d.collect_wait(&mut out, Duration::MAX).unwrap();
+        }
+        assert_eq!(out, [7]);
+        worker.join().unwrap();
+    });
+}
+
 /// One packet takes the worker's one credit; `distribute_wait` of a second waits for its
-/// hand-back, which the worker makes concurrently; both come back in order.
+/// hand-back, which the worker makes concurrently after rescheduling it once (a poll that
+/// decides to wait again, then reads the rings before it sleeps); both come back in order.
 fn wait_through_one_credit<F: FnMut(&u8) -> u64>(
     mut d: distributor::Distributor<u8, F>,
     mut ws: Vec<distributor::Worker<u8>>,
@@ -341,6 +382,10 @@ fn wait_through_one_credit<F: FnMut(&u8) -> u64>(
     });
     let worker = thread::spawn(move || {
         let mut b = Vec::new();
+        // "Not ready": 7 goes back into its flow (the wait routes it back here, keeping
+        // the credit used, and decides to wait again), then comes back processed.
+        w.recv_burst_wait(&mut b, 1, Duration::MAX).unwrap();
+        w.reschedule(b.pop().unwrap()).unwrap();
         for _ in 0..2 {
             w.recv_burst_wait(&mut b, 1, Duration::MAX).unwrap();
             w.done_burst(&mut b).unwrap();

@@ -398,7 +398,9 @@ where
             } else if !backoff.is_completed() {
                 backoff.snooze();
             } else {
-                std::thread::sleep(nap);
+                // Never past the deadline.
+                let left = deadline.map_or(nap, |d| d.saturating_duration_since(Instant::now()));
+                std::thread::sleep(nap.min(left));
                 nap = (nap * 2).min(Duration::from_millis(1));
             }
         }
