@@ -45,8 +45,8 @@ pub(crate) use alloc::sync::Arc;
 /// goes through memory on every item. Here the drop passes the pointer by value to an
 /// out-of-line function that rebuilds the `Arc`, so only that function's temporary leaves.
 ///
-/// With it, single items through `fifo::spsc` went from 0.88-0.98x to 0.97-1.03x of rtrb's
-/// speed (`docs/performance-notes.md` in the repository, "Ring handles that escaped to the
+/// With it, single items through `fifo::spsc` run at rtrb's speed where they trailed it
+/// (`docs/performance-notes.md` in the repository, "Ring handles that escaped to the
 /// compiler").
 #[cfg(any(loom, feature = "alloc"))]
 pub(crate) struct HandleArc<T> {

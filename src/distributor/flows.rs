@@ -67,8 +67,8 @@ const MIN_SLOTS: usize = 16;
 
 /// tag -> flow: open addressing with linear probing, at most half full, the slot picked by
 /// the top bits of a Fibonacci hash of the tag. A hit costs a multiplication, a shift and
-/// usually one compare (`HashMap`'s SIMD group probe took about twice the instructions per
-/// packet here). Entries are never removed one by one, only by [`prune_idle`]'s rebuild, so
+/// usually one compare (fewer instructions than `HashMap`'s SIMD group probe:
+/// `docs/performance-notes.md`, section 12). Entries are never removed one by one, only by [`prune_idle`]'s rebuild, so
 /// no tombstones are needed.
 ///
 /// [`prune_idle`]: FlowTable::prune_idle
@@ -113,8 +113,8 @@ impl FlowTable {
         loop {
             // SAFETY: `i <= mask` (the home is below `slots.len()`, a power of two and never
             // 0, and every step is masked), so it is in bounds. Unchecked because the
-            // bounds checks of this probe cost 6.6 instructions per packet (126.8 -> 133.4
-            // in `dist_lines_w1`, `cargo bench -p flowline-bench --bench instructions`).
+            // bounds checks of this probe cost instructions on every packet
+            // (`docs/performance-notes.md`, section 12).
             let s = unsafe { self.slots.get_unchecked(i) };
             if s.flow.worker == FREE {
                 return None;

@@ -63,8 +63,8 @@ impl<T> Router<'_, T> {
         debug_assert!(p.lane < lanes.len());
         // SAFETY: `pick.lane` is 0 (`Pick::NONE`; `new` makes at least one lane) or an
         // index of `lanes` a scan found, and `lanes` never shrinks. Unchecked because the
-        // bounds check costs 2.3 instructions per packet (126.8 -> 129.1 in
-        // `dist_lines_w1`, `cargo bench -p flowline-bench --bench instructions`).
+        // bounds check costs instructions on every packet (`docs/performance-notes.md`,
+        // section 12).
         let lane = unsafe { lanes.get_unchecked(p.lane) };
         if lane.sent < p.until {
             return Some(p.lane);
@@ -115,7 +115,7 @@ impl<T> Router<'_, T> {
                 // Every worker index in the flow table is an index of `lanes` (set from
                 // `least_loaded`, a scan of `lanes`), and `lanes` never shrinks
                 // (`remove_worker` marks a lane removed and keeps it): the bounds checks
-                // here never fail, and cost 0.3-1.2 instructions per packet.
+                // here never fail, and cost little (`docs/performance-notes.md`, section 12).
                 let lane = &self.lanes[f.worker];
                 if lane.completed < f.last {
                     // In flight: stays with its worker, whatever the load.
@@ -239,8 +239,8 @@ impl<T> Lane<T> {
         let i = sent as usize & self.tag_mask;
         debug_assert!(i < self.tags.len());
         // SAFETY: `tag_mask` is `tags.len() - 1` (a power of two), so `i` is in bounds.
-        // Unchecked because the bounds check costs 3.8 instructions per packet (126.8 ->
-        // 130.6 in `dist_lines_w1`, `cargo bench -p flowline-bench --bench instructions`).
+        // Unchecked because the bounds check costs instructions on every packet
+        // (`docs/performance-notes.md`, section 12).
         unsafe { *self.tags.get_unchecked_mut(i) = t };
         self.sent = sent + 1;
         self.staged.push(pkt);
@@ -541,8 +541,8 @@ where
     /// due, see [`Lane::due`]) are listed in `due_lanes` for [`collect`](Self::collect),
     /// and the lines of their hand-backs published by now are asked for, so that they
     /// travel from the workers' cores while the caller works between calls, and the next
-    /// read finds them near instead of waiting for each line in turn (`dist_1worker` on
-    /// the 2-core test guest: +10-13% near, +30% far). That is one more read of each such
+    /// read finds them near instead of waiting for each line in turn
+    /// (`docs/performance-notes.md`, section 8). That is one more read of each such
     /// done ring's index per call; it moves the index line only if the worker published
     /// since the last read, which the next read would have paid for instead.
     pub(super) fn push_staged(&mut self, prefetch: bool, all: bool) {

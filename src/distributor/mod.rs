@@ -66,8 +66,8 @@
 //! packets, or after 16 calls at the latest), and a lane's return rings are read when its
 //! worker holds a batch's worth (or the lane nears its credit, or a control entry waits,
 //! or its turn comes: one lane per call). A call with less input publishes and reads
-//! everything at once, so a light load pays no latency for it. A burst of input spread over many workers so still moves a worker burst per line
-//! transfer: the distributor's index stores and reads of moved lines per packet, and its
+//! everything at once, so a light load pays no latency for it. A burst of input spread
+//! over many workers so still moves a worker burst per line transfer: the distributor's index stores and reads of moved lines per packet, and its
 //! instructions per packet, do not grow with the number of workers (`dist_lines` in the
 //! report; the design DPDK's burst distributor uses, a backlog per worker).
 //!
@@ -327,8 +327,7 @@ const NO_SEQ: u64 = u64::MAX;
 /// that its type, `Distributor<T>`, can be named in a struct or a signature without naming
 /// the closure (as tower's `BoxService` names a service). It costs one indirect call per
 /// packet over a distributor made by [`new`] with the closure itself, as a `fn` pointer
-/// does: 148.1 instructions per packet against 147.9 with a `fn` pointer (two workers,
-/// bursts of 32, counted by the crate's instruction benchmarks).
+/// does (the instruction benchmark `dist_2workers_boxed`).
 pub type BoxTag<T> = Box<dyn FnMut(&T) -> u64 + Send>;
 
 /// [`new`] with the tag function boxed ([`BoxTag`]): the distributor's type is

@@ -365,7 +365,7 @@ where
     /// flush after each completion, drop, reschedule or leave, including the implicit leave
     /// of a dropped handle) or a nap ends: 1 ms, doubling while nothing happens, at most
     /// 8 ms (the nap's end only makes it look again). So a flush that waits for a slow
-    /// worker costs about 1% of a core, and a hand-back while the workers are otherwise
+    /// worker costs little CPU (`docs/performance-notes.md`, section 12), and a hand-back while the workers are otherwise
     /// idle is routed after about one wake-up (measured: `wait_flush_handback` in the
     /// report). Each nap that really sleeps runs the heavy barrier of [`crate::wait`] (on
     /// Linux a membarrier call, which interrupts every CPU running a thread of this

@@ -38,8 +38,8 @@
 //! model checker needs to see. The wait itself is compiled out under loom and Miri,
 //! where it would only slow the models down.
 
-/// Spin-loop hints in one polite wait: about 300 ns on this project's x86_64 test machine
-/// (a `pause` takes about 20 ns there); the length of a `pause` varies by CPU.
+/// Spin-loop hints in one polite wait (its length in time varies by CPU:
+/// `docs/performance-notes.md` in the repository, section 12).
 #[cfg_attr(any(loom, miri), allow(dead_code))]
 pub(crate) const PAUSES: u32 = 16;
 
@@ -55,8 +55,8 @@ pub(crate) const MAX_HOLD: u16 = 4096;
 
 /// Bytes of items a read must ask for to wait politely under
 /// [`PolitePolling::LargeReads`]: 4 lines of 64 bytes. A read that asks for
-/// less moves a line or two per transfer of the index line anyway, and a wait (about 300 ns
-/// on this project's test machine) then costs more than the transfer it saves.
+/// less moves a line or two per transfer of the index line anyway, and a wait then costs
+/// more than the transfer it saves.
 pub(crate) const LARGE_READ_BYTES: usize = 256;
 
 /// Which reads of a [`spsc`](super::spsc) consumer may wait politely before reading the

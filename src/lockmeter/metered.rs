@@ -57,9 +57,8 @@ impl<T, const METERED: bool> MeteredSpinLock<T, METERED> {
     ///
     /// Counts (TOTAL, NOWAIT, SPIN, RJECT) are always exact, and so are waits (an
     /// acquisition that waits is always timed: the wait costs more than the clock reads).
-    /// What sampling saves is the two clock reads around a hold (about 12 ns each on a KVM
-    /// guest of an AMD EPYC; see the README's "Finding lock contention" for the measured
-    /// cost of each setting). The price: the mean hold, the total and UTIL are estimates (the
+    /// What sampling saves is the two clock reads around a hold (the cost of each setting:
+    /// `docs/performance-notes.md`, section 6). The price: the mean hold, the total and UTIL are estimates (the
     /// mean of the timed holds, which are a random sample of all holds, times the
     /// acquisitions), and the hold maximum is the longest hold that was timed, so a single
     /// long hold is seen with probability `1 / one_in` (a kind of hold that recurs is seen).

@@ -34,11 +34,10 @@
 //! always timed; holds are timed for one acquisition in [`DEFAULT_HOLD_SAMPLING`] (32) by
 //! default, chosen at random, because two clock reads per hold cost more than the lock:
 //! an uncontended metered lock/unlock pair then costs one shard update and a sampling
-//! test: on this project's test machine (a KVM guest of an AMD EPYC) 5-10 ns more than
-//! the bare lock (spinlock or std mutex), against 25-40 ns more when every hold is timed
-//! ([`MeteredSpinLock::with_hold_sampling`]`(1)`: exact hold figures). Timestamps are the
-//! TSC on x86_64 (`core::arch::x86_64::_rdtsc`, about 12 ns a read there, converted to ns
-//! with a rate calibrated once against `Instant`), `Instant` elsewhere and under Miri; a
+//! test, a few times less than timing every hold
+//! ([`MeteredSpinLock::with_hold_sampling`]`(1)`: exact hold figures; the costs are in
+//! `docs/performance-notes.md`, section 6). Timestamps are the TSC on x86_64
+//! (`core::arch::x86_64::_rdtsc`, converted to ns with a rate calibrated once against `Instant`), `Instant` elsewhere and under Miri; a
 //! reading that goes backwards (a thread moved to a core whose TSC is behind) counts as 0.
 //! With the const parameter `METERED = false` the wrappers do no metering work (no
 //! timestamp, no site, nothing recorded; the guard and the lock keep a few words of room

@@ -90,8 +90,8 @@ fn raise(max: &AtomicU64, v: u64) {
 /// Whose figures an acquisition counts toward: the lock's name if it has one, else the
 /// `#[track_caller]` call site. Word-sized fields only (`Option<&str>` keeps its tag in the
 /// pointer): a guard is built with word stores and moved with wide loads, and a byte-wide
-/// enum tag in between made each move miss store-to-load forwarding (measured: +15-20 ns
-/// per acquisition).
+/// enum tag in between made each move miss store-to-load forwarding
+/// (`docs/performance-notes.md`, section 12).
 #[derive(Clone, Copy)]
 pub(super) struct Who {
     pub(super) name: Option<&'static str>,

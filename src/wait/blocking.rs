@@ -47,8 +47,8 @@ pub(crate) fn poll_push<H, T>(
 /// load of the consumer-gone flag (`gone_now`, a line nobody writes until the drop) and one
 /// `push`; only after a full ring does it wait (the out-of-line [`wait_after_miss`]), with
 /// the Acquire check (`gone`) before each poll. An Acquire load on every burst would make
-/// the compiler reload the ring end's fields after it (0.86-0.90x of polling at bursts of
-/// 32, against 0.97-1.09x this way).
+/// the compiler reload the ring end's fields after it (`docs/performance-notes.md`,
+/// section 12).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) fn push_burst_or_wait<H>(
@@ -85,7 +85,7 @@ fn push_burst_wait_slow<H>(
     sleepers: impl Fn(&H) -> &Sleepers,
 ) -> Result<usize, WaitError> {
     // Read here, not on the fast path: copying the strategy out of the handle before the
-    // first push cost 4 instructions per burst.
+    // first push cost instructions on every burst.
     let strategy = strategy(h);
     wait_after_miss(
         h,

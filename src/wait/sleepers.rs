@@ -21,8 +21,8 @@ macro_rules! load_after_publish {
             // An `asm!` load: it may read memory (not `nomem`), so the compiler cannot move
             // it before the index store, which it might read; it writes none (`readonly`),
             // so the compiler keeps the ring end's fields in registers across it. A
-            // compiler fence would also make it reload them after every publication (~4
-            // instructions per single push). The CPU's store-load order is the heavy
+            // compiler fence would also make it reload them after every publication
+            // (`docs/performance-notes.md`, section 12). The CPU's store-load order is the heavy
             // barrier's part (module docs).
             let waiting: u32;
             // SAFETY: the address is that of a live `AtomicU32` (each caller says why);

@@ -346,8 +346,9 @@ where
     /// that entered at any node has come back (collected at its owner, dropped or lost),
     /// collecting this node's onto `out`, or until `timeout` passes. So every node's thread
     /// flushes once its input ends, and each flush returns only when all input has ended
-    /// and all packets are back: no node leaves while another still sends it packets. Spins with backoff, then naps of 50 us doubling to 1 ms while nothing
-    /// moves. A `timeout` too large to add to the current time means no deadline.
+    /// and all packets are back: no node leaves while another still sends it packets.
+    /// Spins with backoff, then naps of 50 us doubling to 1 ms while nothing moves (never
+    /// past the deadline). A `timeout` too large to add to the current time means no deadline.
     ///
     /// # Errors
     ///

@@ -232,8 +232,8 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// [`release`](Self::release) for single pops, once per `release_batch` of them: out
     /// of line, so that `pop` stays small enough to be inlined into its caller's loop
     /// (inlined, the release and its sleeper check kept a waitable ring's `pop` out of
-    /// line when the caller's crate is built as one code-generation unit: 139 instead of
-    /// 113 instructions per push + pop).
+    /// line when the caller's crate is built as one code-generation unit:
+    /// `docs/performance-notes.md`, section 12).
     #[inline(never)]
     fn release_after_pops(&mut self) {
         self.release();

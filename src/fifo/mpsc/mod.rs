@@ -43,10 +43,9 @@
 //! taken since the previous one (a taken descriptor must never match again, and must be
 //! cleared before a producer can reuse it), so single items no longer make the consumer
 //! write the descriptor line that the producer is writing the next descriptor into, once
-//! per item. Measured side by side in the report (`mpsc_r1024_burst1`, `flowline_lazy`;
-//! `docs/performance-notes.md` in the repository, "Lazy release of single pops"): single
-//! items ran 1.07-1.29x as fast with it on this project's 2-core machine (3 runs). It is
-//! an option because of the call it needs (below), which users of other rings do not
+//! per item. Single items run faster with it (measured side by side in the report,
+//! `mpsc_r1024_burst1`, `flowline_lazy`; `docs/performance-notes.md` in the repository,
+//! "Lazy release of single pops"). It is an option because of the call it needs (below), which users of other rings do not
 //! expect.
 //!
 //! Its cost, as for [`spsc`](super::spsc#lazy-release): after single pops the producers
@@ -69,9 +68,9 @@
 //! When producers share a core (more producer threads than CPUs), a producer that finds the
 //! ring full should **yield rather than spin**: a producer preempted inside its reservation
 //! needs the CPU back to publish, and a spinning neighbour holds it for a whole time slice.
-//! Measured here with 2 producers on one core and the consumer on the other (report
-//! scenario `mpsc_2p_oversub_burst8`): worst gap between consecutive receptions 4.0 ms when
-//! full producers spin, 49 us when they yield.
+//! The report's `mpsc_2p_oversub_burst8` (2 producers on one core, the consumer on the
+//! other) shows the worst gap between consecutive receptions either way
+//! (`docs/performance-notes.md` in the repository, section 12).
 //!
 //! DPDK's MP ring differs here: its producers publish by moving the shared tail in
 //! reservation order, so a producer that reserved after a preempted one *spins inside its
@@ -282,7 +281,7 @@ pub fn build<T, W: WaitMode>(
 
 /// The largest group in which single pops release their slots by default. `fifo::spsc`
 /// releases in groups of at most 16 ([`spsc::MAX_RELEASE_BATCH`](super::spsc::MAX_RELEASE_BATCH));
-/// this ring keeps 128: with 16, single items ran 20-25% slower (`docs/performance-notes.md`
+/// this ring keeps 128: with 16, single items ran slower (`docs/performance-notes.md`
 /// in the repository, "Lazy release of single pops"). A release here also clears the
 /// descriptors of the runs
 /// taken since the last one, and more releases mean more such passes and `head` stores

@@ -21,8 +21,8 @@
 //! struct, plus a cached copy of the other end's index, and reads the remote line only when
 //! that copy says full (producer) or empty (consumer). Each end's struct is itself aligned
 //! to 128 bytes, so the state it rewrites on every call never shares a line with the other
-//! end's, wherever the two handles are stored (measured: +5-10% single-item throughput
-//! when the handles would otherwise be allocated side by side). One burst of n items costs the
+//! end's, wherever the two handles are stored (handles allocated side by side were slower:
+//! `docs/performance-notes.md` in the repository, section 12). One burst of n items costs the
 //! producer n slot writes and one store to its own index line, and at most one read of
 //! the consumer's line; the consumer likewise. Slots are transferred as whole lines (8
 //! eight-byte items per 64-byte line).
@@ -54,8 +54,8 @@
 //! finds the ring full reads a line that changes once per group, not one it steals from
 //! the consumer on every pop. Measured side by side in the report
 //! (`spsc_r1024_burst1`, `flowline_lazy`; `docs/performance-notes.md` in the repository,
-//! "Lazy release of single pops"): single items ran 1.04-1.48x as fast with it on this
-//! project's 2-core machine (3 runs, stack and boxed ends). It is an option because of
+//! "Lazy release of single pops"): single items ran faster with it, with stack and boxed
+//! ends. It is an option because of
 //! the call it needs (below), which users of other rings do not expect: turn it on where
 //! a consumer takes single items and keeps popping.
 //!
@@ -78,9 +78,8 @@
 //! closely finds a few new items each time it reads the producer's index, and each read
 //! takes the index line away from the producer, which rewrites it on every publication.
 //! With polite polling, a consumer whose last reads of the index each found new items, and
-//! which has nothing left to take, first waits 16 spin-loop hints (about 300 ns on this
-//! project's test machine, whose `pause` takes about 20 ns; the length of a `pause` varies
-//! by CPU) before it reads the index again, so that one transfer of the line brings a
+//! which has nothing left to take, first waits 16 spin-loop hints (the length of a `pause`
+//! varies by CPU) before it reads the index again, so that one transfer of the line brings a
 //! batch.
 //!
 //! **Why it is an option.** On the machines measured, the pause sped up bursts of 32 when
@@ -97,8 +96,8 @@
 //! [`Off`](PolitePolling::Off) where a consumer polls many rings in turn.
 //!
 //! **The gain depends on the CPU.** On a 16-core Intel Xeon guest, [`On`](PolitePolling::On)
-//! moved single items 2-4x faster than the default and bursts of 8 up to 3x faster, while
-//! the median push-to-pop time grew about 2x. Measure on yours.
+//! moved single items and bursts of 8 several times faster than the default, while the
+//! median push-to-pop time grew (`docs/performance-notes.md`, section 4). Measure on yours.
 //!
 //! Only reads that may pause (by mode and size) feed the pause's bookkeeping: a read too
 //! small to pause goes straight to the producer's index, the path of a ring without
@@ -111,8 +110,8 @@
 //! finds nothing at the read before each item and never pauses, so its round trip is
 //! unchanged. **What it costs: latency under a steady load.** While this end trails a
 //! producer, an item pushed into a ring this end has just drained waits out the pause, and
-//! a consumer that pauses settles with a batch in the ring: with one item pushed every
-//! 40 ns the median push-to-pop time was about 2.5x longer with the pause. The pause stops
+//! a consumer that pauses settles with a batch in the ring, so the median push-to-pop time
+//! grows under a steady stream of items (`docs/performance-notes.md`, section 4). The pause stops
 //! being used when it does not pay off: a paused read pays off if it finds at least 8 new
 //! items and at least twice what the last read without a pause (made with the cached view
 //! used up) found, and each one that does not doubles the run of fruitful reads needed
