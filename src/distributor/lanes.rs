@@ -3,7 +3,7 @@
 //! flow or, for a new flow, to the least-loaded lane (DPDK's `rte_distributor` assigns
 //! flows the same way: affinity first, then the least-loaded worker).
 
-use super::worker::bit_of;
+use super::protocol::bit_of;
 use super::*;
 
 /// What the last scan of a routing pass found ([`Router::least_loaded`]): the
@@ -427,7 +427,7 @@ mod pick_tests {
         const CREDIT: u64 = 16;
         let wake = Arc::new(CachePadded::new(Sleepers::new()));
         let mut lanes: Vec<Lane<u64>> = (0..4)
-            .map(|id| make_lane(id, CREDIT as usize, &wake).unwrap().0)
+            .map(|id| lane_pair(id, CREDIT as usize, &wake).unwrap().0)
             .collect();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut rand = move || {

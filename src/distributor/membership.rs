@@ -122,7 +122,7 @@ where
             return Err(ConfigError::TooManyWorkers(MAX_WORKERS + 1));
         }
         let id = self.lanes.len();
-        let (lane, worker) = make_lane(id, self.credit as usize, &self.wake)?;
+        let (lane, worker) = lane_pair(id, self.credit as usize, &self.wake)?;
         self.lanes.push(lane);
         self.active += 1;
         self.publish_roster();

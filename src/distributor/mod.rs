@@ -136,6 +136,7 @@ mod membership;
 pub mod nodes;
 mod ordered;
 mod ownership;
+mod protocol;
 mod registry;
 mod reorder;
 mod returns;
@@ -145,7 +146,7 @@ mod worker;
 use core::fmt;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
@@ -155,8 +156,9 @@ use crate::wait::{Sleepers, WaitError, WaitStrategy};
 use crossbeam_utils::CachePadded;
 
 use flows::{Flow, FlowTable, TagHasher};
+use protocol::{lane_pair, Control, Parked, Ret};
 pub use registry::{WorkerInfo, WorkerRegistry};
-use worker::{Control, Parked, Ret, WORKER_FIELDS};
+use worker::WORKER_FIELDS;
 pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
 pub use config::*;
@@ -392,7 +394,7 @@ where
     let mut lanes = Vec::with_capacity(config.workers);
     let mut workers = Vec::with_capacity(config.workers);
     for id in 0..config.workers {
-        let (lane, worker) = make_lane(id, config.credit, &wake)?;
+        let (lane, worker) = lane_pair(id, config.credit, &wake)?;
         lanes.push(lane);
         workers.push(worker);
     }
@@ -439,99 +441,6 @@ where
     let mut dist = dist;
     dist.set_batching(DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD);
     Ok((dist, workers))
-}
-
-/// A worker's rings, order-check tags and counters: the distributor's lane and the
-/// worker's handle, for worker `id` with room for `credit` packets.
-fn make_lane<T>(
-    id: usize,
-    credit: usize,
-    wake: &Arc<CachePadded<Sleepers>>,
-) -> Result<(Lane<T>, Worker<T>), ConfigError> {
-    let (tx, mut wrx) = spsc::waitable(credit).map_err(ConfigError::AllocFailed)?;
-    wrx.set_polite(crate::fifo::spsc::PolitePolling::Off);
-    let (wdone, mut done_rx) = spsc::channel(credit).map_err(ConfigError::AllocFailed)?;
-    done_rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
-    // One more slot than the credit for the leave marker.
-    let (wret, mut rx) = spsc::channel(credit + 1).map_err(ConfigError::AllocFailed)?;
-    // The distributor polls every lane in turn: a polite pause on one would hold up all.
-    rx.set_polite(crate::fifo::spsc::PolitePolling::Off);
-    // Control entries are single pops: released in groups (each poll releases what it
-    // read at its end), not one index store per entry.
-    rx.set_lazy_release(true);
-    let tag_slots = credit.next_power_of_two();
-    let mut tags = Vec::new();
-    tags.try_reserve_exact(tag_slots).map_err(|_| {
-        ConfigError::AllocFailed(CapacityError::AllocFailed {
-            slots: tag_slots,
-            bytes: tag_slots * 8,
-        })
-    })?;
-    tags.resize(tag_slots, 0u64);
-    // One bit per position of the tag window, at least one word: the positions the worker
-    // and the lane mark as handed back out of order.
-    let words = (tag_slots / 64).max(1);
-    let bitmap = || -> Result<Box<[u64]>, ConfigError> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(words).map_err(|_| {
-            ConfigError::AllocFailed(CapacityError::AllocFailed {
-                slots: words * 64,
-                bytes: words * 8,
-            })
-        })?;
-        v.resize(words, 0u64);
-        Ok(v.into_boxed_slice())
-    };
-    let handed_bits = bitmap()?;
-    let lane_bits = bitmap()?;
-    let control = Arc::new(Control {
-        parked: Mutex::new(None),
-    });
-    let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
-    let worker = Worker {
-        id,
-        ends: Some(Parked {
-            rx: wrx,
-            done: wdone,
-            ret: wret,
-            wake: Arc::clone(wake),
-            stats: stats.handle(),
-            handed_bits,
-        }),
-        held: 0,
-        handed: 0,
-        low: 0,
-        recvd: 0,
-        ooo: 0,
-        control: Arc::clone(&control),
-    };
-    let lane = Lane {
-        tx,
-        done_rx,
-        rx,
-        parked: None,
-        active: true,
-        sent: 0,
-        published: 0,
-        completed: 0,
-        staged: Vec::with_capacity(credit.min(1024)),
-        staged_call: NOT_STAGED,
-        leaving: Vec::new(),
-        leaving_seqs: Vec::new(),
-        tags: tags.into_boxed_slice(),
-        tag_mask: tag_slots - 1,
-        cursor: 0,
-        handed_bits: lane_bits,
-        ooo: 0,
-        ooo_seen: 0,
-        frozen: false,
-        probe: 0,
-        control,
-        stats,
-        removed: false,
-        passed_on: 0,
-    };
-    Ok((lane, worker))
 }
 
 /// The registry's view of `lanes`: every lane not removed, by id.

@@ -1,85 +1,15 @@
 //! The worker's handle: receive bursts, hand packets back (done, dropped, rescheduled), leave.
 
 use core::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::counter::GroupHandle;
-use crate::fifo::{spsc, Wait};
-use crate::wait::{Sleepers, WaitError, WaitStrategy};
-use crossbeam_utils::CachePadded;
+use crate::wait::{WaitError, WaitStrategy};
 
 mod tickets;
 
-pub(crate) use tickets::bit_of;
+use super::protocol::{Control, Parked, Ret};
 pub use tickets::Ticket;
-
-/// What a worker hands back on its control ring, in the order it happens (processed
-/// packets go on a separate ring of bare `T`s, half the lines of this enum). Every entry
-/// carries its position `at` in the worker's hand-back stream (how many packets it had
-/// handed back before it), so the distributor can merge the two rings in the worker's
-/// order and check each processed packet against the one it sent at that position.
-///
-/// Entries about one packet also carry the packet's position `pos` in the stream the
-/// worker received: the oldest packet it holds for the in-order calls, any packet it holds
-/// for the `_at` calls (hand-backs across flows in any order). Processed packets on the
-/// done ring complete the oldest packet held, one after the other.
-pub(crate) enum Ret<T> {
-    /// Consumed by the worker (counted as dropped).
-    Dropped { at: u64, pos: u64 },
-    /// Processed and re-tagged: route it again as the next packet of its new flow.
-    Resched { at: u64, pos: u64, pkt: T },
-    /// Processed, handed back out of order ([`Worker::done_at`] of a packet that is not
-    /// the oldest held).
-    Done { at: u64, pos: u64, pkt: T },
-    /// Received but not processed, handed back by a leaving worker.
-    Unprocessed { at: u64, pos: u64, pkt: T },
-    /// `n` packets the worker held when its handle was dropped without `leave` (its
-    /// thread panicked and unwound, or the handle went out of scope): counted as lost.
-    Lost { at: u64, n: u64 },
-    /// The worker left; its ring ends are parked in the shared control block.
-    Leave { at: u64 },
-}
-
-impl<T> Ret<T> {
-    /// The entry's position in the worker's hand-back stream.
-    #[inline]
-    pub(crate) fn at(&self) -> u64 {
-        match *self {
-            Ret::Dropped { at, .. }
-            | Ret::Resched { at, .. }
-            | Ret::Done { at, .. }
-            | Ret::Unprocessed { at, .. }
-            | Ret::Lost { at, .. }
-            | Ret::Leave { at } => at,
-        }
-    }
-}
-
-/// Ring ends a worker leaves behind for the distributor (and the next worker to join).
-pub(crate) struct Parked<T> {
-    pub(crate) rx: spsc::Consumer<T, Wait>,
-    pub(crate) done: spsc::Producer<T>,
-    pub(crate) ret: spsc::Producer<Ret<T>>,
-    /// A sleeping `flush` (shared by every worker of the distributor): notified after each
-    /// hand-back on either ring. While nobody sleeps, a notification is one load of a line
-    /// nobody writes.
-    pub(crate) wake: Arc<CachePadded<Sleepers>>,
-    /// The worker's counters ([`WORKER_STATS`]): its own one-shard group's handle. It
-    /// travels with the ring ends, so the shard stays taken while the worker is away and a
-    /// worker that re-joins goes on counting on it (no new handle that could find the
-    /// shard still held by a handle about to drop).
-    pub(crate) stats: GroupHandle<WORKER_FIELDS>,
-    /// The worker's positions handed back out of order, at or above the oldest held (bit
-    /// `pos & (bits - 1)`, a window as large as the distributor's tag window, so no two
-    /// positions in flight share a bit). Travels with the ring ends; cleared on re-join.
-    pub(crate) handed_bits: Box<[u64]>,
-}
-
-/// Per-worker state shared with the distributor on the cold path only (leave / join).
-pub(crate) struct Control<T> {
-    pub(crate) parked: Mutex<Option<Parked<T>>>,
-}
 
 /// Names of the per-worker statistics, in the order of the worker counter group. Every
 /// packet a worker received is, once it is out of the worker's hands, counted once more:

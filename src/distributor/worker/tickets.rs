@@ -5,6 +5,7 @@
 //! counter increment.
 
 use super::*;
+use crate::distributor::protocol::bit_of;
 
 /// A received packet's place in its worker's stream: what [`Worker::done_at`],
 /// [`Worker::drop_at`] and [`Worker::reschedule_at`] name a packet by, so that a worker can
@@ -249,12 +250,4 @@ enum Claim {
     NotHeld,
     Oldest,
     Later(u64),
-}
-
-/// The word and bit of stream position `pos` in a bitmap of `words` 64-bit words (a power
-/// of two), one bit per position modulo the bitmap's size.
-#[inline]
-pub(crate) fn bit_of(pos: u64, words: usize) -> (usize, u64) {
-    let i = pos as usize & (words * 64 - 1);
-    (i / 64, 1u64 << (i % 64))
 }
