@@ -1,7 +1,14 @@
 //! The distributor's configuration ([`Config`]), its run-time settings, and the errors
 //! its calls return.
 
-use super::*;
+use core::fmt;
+use std::time::Duration;
+
+use crate::fifo::CapacityError;
+
+use super::lanes::Pick;
+use super::reorder::MAX_WINDOW;
+use super::{Distributor, MAX_CREDIT, MAX_WORKERS};
 
 /// Distributor configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

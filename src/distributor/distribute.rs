@@ -2,7 +2,11 @@
 //! their credit, stages them per lane under load and publishes a lane's batch with one
 //! index store, and reads the lanes' returns that are due.
 
-use super::*;
+use crate::counter::GroupHandle;
+
+use super::config::NoWorkers;
+use super::lanes::{Lane, Router};
+use super::{ownership, Distributor, ACCEPTED, BACKPRESSURED, FLOW_TABLE_SOFT_LIMIT};
 
 impl<T, F> Distributor<T, F>
 where

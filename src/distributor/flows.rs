@@ -209,7 +209,7 @@ impl FlowTable {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::*;
+    use super::{Flow, FlowTable};
 
     #[test]
     fn prune_forgets_idle_flows_and_backs_off_when_busy() {
@@ -270,7 +270,7 @@ mod tests {
 /// rebuilds.
 #[cfg(all(test, not(loom)))]
 mod model {
-    use super::*;
+    use super::{Flow, FlowTable};
     use proptest::prelude::*;
     use std::collections::HashMap;
 

@@ -3,8 +3,15 @@
 //! flow or, for a new flow, to the least-loaded lane (DPDK's `rte_distributor` assigns
 //! flows the same way: affinity first, then the least-loaded worker).
 
-use super::protocol::bit_of;
-use super::*;
+use std::sync::Arc;
+
+use crate::counter::CounterGroup;
+use crate::fifo::{spsc, Wait};
+
+use super::flows::{Flow, FlowTable};
+use super::protocol::{bit_of, Control, Parked, Ret};
+use super::worker::WORKER_FIELDS;
+use super::{Distributor, NOT_STAGED};
 
 /// What the last scan of a routing pass found ([`Router::least_loaded`]): the
 /// least loaded active lane, and the load below which it stays the pick: the least
@@ -387,7 +394,7 @@ pub(super) fn probe_offset(probe: u32, len: usize) -> usize {
 
 #[cfg(all(test, not(loom)))]
 mod probe_tests {
-    use super::*;
+    use super::{probe_offset, PROBE_STEP};
 
     #[test]
     fn probes_stay_in_the_burst_and_cover_it() {
@@ -410,7 +417,13 @@ mod probe_tests {
 
 #[cfg(all(test, not(loom)))]
 mod pick_tests {
-    use super::*;
+    use std::sync::Arc;
+
+    use crossbeam_utils::CachePadded;
+
+    use super::super::protocol::lane_pair;
+    use super::{Lane, Pick, Router};
+    use crate::wait::Sleepers;
 
     /// The kept pick (`until`, `bound`) answers every `least_loaded` as a fresh scan
     /// would (slack 0), or with a lane within the slack of the fresh scan's (slack 3), and

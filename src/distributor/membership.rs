@@ -1,7 +1,15 @@
 //! Membership: workers added, removed and rejoining at run time, and the roster that the
 //! [`WorkerRegistry`] publishes.
 
-use super::*;
+use std::sync::Arc;
+
+use crate::counter::CounterGroup;
+
+use super::config::{ConfigError, JoinError};
+use super::protocol::{lane_pair, Parked};
+use super::registry::WorkerRegistry;
+use super::worker::{Worker, WORKER_STATS};
+use super::{roster_of, Distributor, MAX_WORKERS};
 
 impl<T, F> Distributor<T, F>
 where

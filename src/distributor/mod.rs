@@ -147,22 +147,20 @@ use core::fmt;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
-use crate::fifo::{spsc, CapacityError, Wait};
-use crate::sync::Backoff;
-use crate::wait::{Sleepers, WaitError, WaitStrategy};
+use crate::wait::{Sleepers, WaitStrategy};
 use crossbeam_utils::CachePadded;
 
-use flows::{Flow, FlowTable, TagHasher};
-use protocol::{lane_pair, Control, Parked, Ret};
+use flows::{FlowTable, TagHasher};
+use protocol::lane_pair;
 pub use registry::{WorkerInfo, WorkerRegistry};
 use worker::WORKER_FIELDS;
 pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
-pub use config::*;
-use lanes::*;
+pub use config::{Config, ConfigError, FlushError, JoinError, NoWorkers};
+use lanes::{Lane, Pick};
 pub use ordered::{new_ordered, NoTag};
 use reorder::Reorder;
 pub use reorder::MAX_WINDOW;

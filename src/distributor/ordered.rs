@@ -10,7 +10,11 @@
 //! of a worker's stream, where an atomic distributor keeps the tag for its order check,
 //! and the packet travels bare.
 
-use super::*;
+use super::config::{Config, ConfigError};
+use super::lanes::Lane;
+use super::reorder::Reorder;
+use super::worker::Worker;
+use super::{new, Distributor, ACCEPTED, BACKPRESSURED, NO_SEQ};
 
 /// The tag type of an ordered distributor ([`new_ordered`]): it routes without tags, so
 /// this one is never called.

@@ -227,7 +227,7 @@ impl Ownership {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::*;
+    use super::{bucket_of, default_owner, SharedMap, BUCKETS};
 
     #[test]
     fn migration_moves_a_bucket_and_finishes() {

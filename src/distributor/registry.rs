@@ -195,7 +195,10 @@ impl fmt::Debug for WorkerRegistry {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
+
+    use super::{Entry, WorkerRegistry, WORKER_FIELDS, WORKER_STATS};
+    use crate::counter::CounterGroup;
 
     /// A reader thread walking the registry while its writer publishes rosters that add,
     /// count and remove workers: every read sees one whole roster (ids unique, totals

@@ -207,7 +207,7 @@ impl<T> Reorder<T> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::*;
+    use super::{ConfigError, Reorder, MAX_WINDOW};
 
     #[test]
     fn releases_in_sequence_order_whatever_the_hand_back_order() {

@@ -2,7 +2,14 @@
 //! dropped packets, and leaves) from their lanes, `collect`, and `flush`, which waits until
 //! every packet in flight is back.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use crate::sync::Backoff;
+
+use super::config::FlushError;
+use super::lanes::{probe_offset, Lane, Pick, PROBE_STEP};
+use super::protocol::Ret;
+use super::{Distributor, DROPPED, LOST, NOT_STAGED, NO_SEQ, RESCHEDULED};
 
 /// The stream positions of the next `n` in-order hand-backs of `lane`: from `completed`
 /// on, skipping the positions handed back out of order.

@@ -11,8 +11,10 @@
 //! gates the polls while a wait spins: with nothing back since the decision, the state that
 //! decided is unchanged, so a spin looks at the return rings instead of routing again.
 
-use super::*;
-use crate::wait::Step;
+use std::time::Duration;
+
+use super::{Distributor, NoWorkers};
+use crate::wait::{Step, WaitError, WaitStrategy};
 
 impl<T, F> Distributor<T, F>
 where

@@ -23,7 +23,7 @@
 
 use core::fmt;
 
-use super::*;
+use super::NodeDistributor;
 
 /// When a node counts as overloaded, and how eagerly it sheds flows
 /// ([`NodeDistributor::set_balance`](super::NodeDistributor::set_balance)).

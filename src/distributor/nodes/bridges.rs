@@ -2,7 +2,8 @@
 //! bridge under load and pushed as one batch, reschedules exported to the flow's owner, and
 //! what a full bridge leaves with the caller.
 
-use super::*;
+use super::quiescence::hold_key;
+use super::{BridgeStats, NodeDistributor};
 
 impl<T, F> NodeDistributor<T, F>
 where

@@ -2,7 +2,14 @@
 //! owning node's bridge, pumps what other nodes bridged here, and drives migrations and
 //! balancing; `collect` and `flush`.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use crate::distributor::{FlushError, NoWorkers};
+use crate::fifo::spsc;
+use crate::sync::Backoff;
+
+use super::quiescence::hold_key;
+use super::{NodeDistributor, MAX_NODES};
 
 impl<T, F> NodeDistributor<T, F>
 where

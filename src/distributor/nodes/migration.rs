@@ -3,7 +3,14 @@
 //! the new owner holds the bucket's packets until every node has delivered what it had sent
 //! the old owner (quiescence), then releases them in arrival order.
 
-use super::*;
+use std::collections::VecDeque;
+
+use crate::distributor::ownership::{bucket_of, BUCKETS};
+use crate::distributor::{DROPPED, LOST};
+use crate::fifo::spsc;
+
+use super::quiescence::hold_key;
+use super::{Drain, MigrateError, NodeDistributor, Phase};
 
 impl<T, F> NodeDistributor<T, F>
 where

@@ -106,11 +106,7 @@
 //! ```
 
 use core::fmt;
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use crossbeam_utils::CachePadded;
 
 mod balance;
 mod bridges;
@@ -121,15 +117,12 @@ mod quiescence;
 pub use super::ownership::{bucket_of, BUCKETS};
 use super::ownership::{default_owner, Ownership, SharedMap};
 use super::{
-    new as new_distributor, BoxTag, Config, ConfigError, Distributor, FlushError, NoWorkers,
-    Worker, DROPPED, LOST,
+    new as new_distributor, BoxTag, Config, ConfigError, Distributor, Worker, DROPPED, LOST,
 };
 use crate::fifo::spsc;
-use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::Backoff;
 use balance::Balancer;
 pub use balance::{BadPolicy, BalancePolicy};
-pub(crate) use quiescence::*;
+pub(crate) use quiescence::Quiescence;
 
 /// The most nodes one layout has.
 ///

@@ -3,7 +3,11 @@
 //! point before it reuses what they might still read (an epoch scheme in the manner of
 //! RCU's grace periods, on padded per-node counters).
 
-use super::*;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A node's progress, on its own line: written by that node's thread only.
 #[derive(Default)]

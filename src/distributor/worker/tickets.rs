@@ -4,8 +4,9 @@
 //! back past it (the same scheme as the distributor's lane), so the in-order calls stay a
 //! counter increment.
 
-use super::*;
-use crate::distributor::protocol::bit_of;
+use crate::distributor::protocol::{bit_of, Ret};
+
+use super::{NotHeld, Worker, DROPPED, RESCHEDULED, RETURNED};
 
 /// A received packet's place in its worker's stream: what [`Worker::done_at`],
 /// [`Worker::drop_at`] and [`Worker::reschedule_at`] name a packet by, so that a worker can

@@ -1,6 +1,6 @@
 //! Unit tests of the balance policy: overload, hysteresis and the bucket picked.
 
-use super::*;
+use super::{pick_bucket, BalancePolicy, Balancer};
 
 fn policy() -> BalancePolicy {
     BalancePolicy {

@@ -1,7 +1,7 @@
 //! loom models of the multi-node quiescence (built only with `--cfg loom`).
 
-use super::{bucket_of, Quiescence};
-use crate::distributor::ownership::{default_owner, SharedMap};
+use super::Quiescence;
+use crate::distributor::ownership::{bucket_of, default_owner, SharedMap, BUCKETS};
 use crate::fifo::spsc;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
@@ -30,7 +30,7 @@ fn a_receiver_knows_the_map_its_sender_routed_by() {
     // Another bucket of node 0, migrated first: node 1 has seen that change and node 2
     // has not, so node 1's copy is ahead of node 2's until node 2 looks (a version
     // line that trailed the map's publication let node 1 miss the next change).
-    let other = (0..super::BUCKETS)
+    let other = (0..BUCKETS)
         .find(|&x| x != b && default_owner(x, 3) == 0)
         .unwrap();
     loom::model(move || {
