@@ -117,30 +117,12 @@ pub(super) fn lane_pair<T>(
     // read at its end), not one index store per entry.
     rx.set_lazy_release(true);
     let tag_slots = credit.next_power_of_two();
-    let mut tags = Vec::new();
-    tags.try_reserve_exact(tag_slots).map_err(|_| {
-        ConfigError::AllocFailed(CapacityError::AllocFailed {
-            slots: tag_slots,
-            bytes: tag_slots * 8,
-        })
-    })?;
-    tags.resize(tag_slots, 0u64);
+    let tags = zeroed_words(tag_slots, tag_slots)?;
     // One bit per position of the tag window, at least one word: the positions the worker
     // and the lane mark as handed back out of order.
     let words = (tag_slots / 64).max(1);
-    let bitmap = || -> Result<Box<[u64]>, ConfigError> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(words).map_err(|_| {
-            ConfigError::AllocFailed(CapacityError::AllocFailed {
-                slots: words * 64,
-                bytes: words * 8,
-            })
-        })?;
-        v.resize(words, 0u64);
-        Ok(v.into_boxed_slice())
-    };
-    let handed_bits = bitmap()?;
-    let lane_bits = bitmap()?;
+    let handed_bits = zeroed_words(words, words * 64)?;
+    let lane_bits = zeroed_words(words, words * 64)?;
     let control = Arc::new(Control {
         parked: Mutex::new(None),
     });
@@ -175,7 +157,7 @@ pub(super) fn lane_pair<T>(
         staged_call: NOT_STAGED,
         leaving: Vec::new(),
         leaving_seqs: Vec::new(),
-        tags: tags.into_boxed_slice(),
+        tags,
         tag_mask: tag_slots - 1,
         cursor: 0,
         handed_bits: lane_bits,
@@ -189,4 +171,18 @@ pub(super) fn lane_pair<T>(
         passed_on: 0,
     };
     Ok((lane, worker))
+}
+
+/// `n` zeroed words, or the allocator's refusal as a [`ConfigError`] naming `slots` (what
+/// the words hold: packets' tags, or positions of a bitmap), never an abort.
+fn zeroed_words(n: usize, slots: usize) -> Result<Box<[u64]>, ConfigError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        ConfigError::AllocFailed(CapacityError::AllocFailed {
+            slots,
+            bytes: n * 8,
+        })
+    })?;
+    v.resize(n, 0u64);
+    Ok(v.into_boxed_slice())
 }

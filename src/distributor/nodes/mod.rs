@@ -457,6 +457,34 @@ pub fn new_boxed<T: 'static>(
     })
 }
 
+/// A node's bridge ends, for each other node (`None` for itself).
+type BridgeEnds<E> = Vec<Vec<Option<E>>>;
+
+/// The bridges of `n` nodes, each of `slots` packets: the producers by `[from][to]`, the
+/// consumers by `[to][from]`.
+#[allow(clippy::type_complexity)]
+fn bridges<T>(
+    n: usize,
+    slots: usize,
+) -> Result<(BridgeEnds<spsc::Producer<T>>, BridgeEnds<spsc::Consumer<T>>), NodesError> {
+    let mut tx: BridgeEnds<spsc::Producer<T>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut rx: BridgeEnds<spsc::Consumer<T>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for from in 0..n {
+        for to in 0..n {
+            if from != to {
+                let (p, mut c) = spsc::channel(slots).map_err(NodesError::Bridge)?;
+                // A node's distributor polls its inputs and bridges in turn: no pauses.
+                c.set_polite(crate::fifo::spsc::PolitePolling::Off);
+                tx[from][to] = Some(p);
+                rx[to][from] = Some(c);
+            }
+        }
+    }
+    Ok((tx, rx))
+}
+
 /// [`new`] with a tag function for each distributor and node from `make_tag`.
 #[allow(clippy::type_complexity)]
 fn build<T, F>(
@@ -473,22 +501,7 @@ where
     if n > MAX_NODES {
         return Err(NodesError::TooManyNodes(n));
     }
-    // bridges[from][to]
-    let mut tx: Vec<Vec<Option<spsc::Producer<T>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    let mut rx: Vec<Vec<Option<spsc::Consumer<T>>>> =
-        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    for from in 0..n {
-        for to in 0..n {
-            if from != to {
-                let (p, mut c) = spsc::channel(config.bridge).map_err(NodesError::Bridge)?;
-                // A node's distributor polls its inputs and bridges in turn: no pauses.
-                c.set_polite(crate::fifo::spsc::PolitePolling::Off);
-                tx[from][to] = Some(p);
-                rx[to][from] = Some(c);
-            }
-        }
-    }
+    let (tx, rx) = bridges(n, config.bridge)?;
     let progress = Quiescence::new(n);
     let map = Arc::new(SharedMap::new(n));
     let mut layout = Vec::with_capacity(n);
