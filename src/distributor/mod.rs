@@ -131,6 +131,7 @@
 mod config;
 mod distribute;
 mod flows;
+mod handbacks;
 mod lanes;
 mod membership;
 pub mod nodes;

@@ -7,23 +7,10 @@ use std::time::{Duration, Instant};
 use crate::sync::Backoff;
 
 use super::config::FlushError;
-use super::lanes::{probe_offset, Lane, Pick, PROBE_STEP};
+use super::handbacks::LaneRead;
+use super::lanes::Pick;
 use super::protocol::Ret;
-use super::{Distributor, DROPPED, LOST, NOT_STAGED, NO_SEQ, RESCHEDULED};
-
-/// The stream positions of the next `n` in-order hand-backs of `lane`: from `completed`
-/// on, skipping the positions handed back out of order.
-fn unmarked_from<T>(lane: &Lane<T>, n: u64) -> Vec<u64> {
-    let mut v = Vec::with_capacity(n as usize);
-    let mut pos = lane.completed;
-    while (v.len() as u64) < n {
-        if !lane.marked(pos) {
-            v.push(pos);
-        }
-        pos += 1;
-    }
-    v
-}
+use super::{Distributor, NOT_STAGED};
 
 impl<T, F> Distributor<T, F>
 where
@@ -116,6 +103,17 @@ where
             reorder,
             ..
         } = self;
+        let mut read = LaneRead {
+            w,
+            returned,
+            backlog,
+            backlog_at,
+            epoch: *epoch,
+            stats,
+            tag,
+            check_order: *check_order,
+            reorder,
+        };
         let lane = &mut lanes[w];
         // Control-ring slots read by a poll that a panic (the user's `tag`, the order
         // check) cut short are released here at the latest (see the end of this function).
@@ -128,129 +126,16 @@ where
             let next_at = lane.rx.peek().map(Ret::at);
             let gap = next_at.map_or(avail, |a| (a - lane.cursor).min(avail));
             if gap > 0 {
-                let start = returned.len();
-                let got = lane.done_rx.pop_burst_into(returned, gap as usize) as u64;
-                debug_assert_eq!(got, gap, "visible packets vanished");
-                // Each completes the oldest position not handed back: `completed` on, or,
-                // past positions handed back out of order, the unmarked ones.
-                let at = lane.completed;
-                let spread = if lane.ooo > 0 && (*check_order || ORDERED) {
-                    Some(unmarked_from(lane, got))
-                } else {
-                    None
-                };
-                // Accounting first, then the user's `tag` (which may panic) for the check.
-                lane.advance(got);
-                avail -= got;
-                if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
-                    // Ordered: the burst's sequence numbers are kept at its positions.
-                    let (tags, m) = (&lane.tags, lane.tag_mask);
-                    match &spread {
-                        Some(ps) => win.take_burst(returned, start, |k| tags[ps[k] as usize & m]),
-                        None => {
-                            win.take_burst(returned, start, |k| tags[(at + k as u64) as usize & m])
-                        }
-                    }
-                }
-                let burst = &returned[start..];
-                if !*check_order {
-                } else if let Some(positions) = spread {
-                    for (p, &pos) in burst.iter().zip(&positions) {
-                        lane.check(w, pos, tag(p));
-                    }
-                } else if cfg!(debug_assertions) {
-                    for (k, p) in burst.iter().enumerate() {
-                        lane.check(w, at + k as u64, tag(p));
-                    }
-                } else {
-                    // One packet per burst read, at a rotating offset: one `tag` call per
-                    // burst instead of one per packet.
-                    lane.probe = lane.probe.wrapping_add(PROBE_STEP);
-                    let k = probe_offset(lane.probe, burst.len());
-                    lane.check(w, at + k as u64, tag(&burst[k]));
-                }
+                avail -= read.burst::<ORDERED>(lane, gap);
             }
             match next_at {
                 Some(a) if a == lane.cursor => {}
                 _ => break,
             }
-            match lane.rx.pop().expect("peeked") {
-                Ret::Dropped { pos, .. } => {
-                    stats.add(DROPPED, 1);
-                    if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
-                        win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
-                    }
-                    // Leaves its flow: not checked against the flow's older packets.
-                    lane.complete_at(w, pos, false);
-                }
-                Ret::Resched { pos, pkt, .. } => {
-                    stats.add(RESCHEDULED, 1);
-                    backlog.push_back(pkt);
-                    if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
-                        // A new arrival: its old place in the order is given up.
-                        win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
-                        backlog_at.push_back(NO_SEQ);
-                    } else {
-                        backlog_at.push_back(*epoch);
-                    }
-                    // Leaves its flow (it comes back as a new packet of its new tag's flow),
-                    // so it may pass the flow's older packets, which keep the flow on this
-                    // worker until they are back: not checked against them.
-                    lane.complete_at(w, pos, false);
-                }
-                // Processed, handed back out of order: kept, accounted, then checked.
-                Ret::Done { pos, pkt, .. } if ORDERED => {
-                    let seq = lane.tags[pos as usize & lane.tag_mask];
-                    let win = reorder.as_mut().expect("matched");
-                    win.put(seq, pkt, returned);
-                    lane.complete_at(w, pos, false);
-                }
-                Ret::Done { pos, pkt, .. } => {
-                    returned.push(pkt);
-                    let checked = *check_order && lane.sample_ooo();
-                    lane.complete_at(w, pos, checked);
-                    if checked {
-                        let t = tag(returned.last().expect("just pushed"));
-                        lane.check(w, pos, t);
-                    }
-                }
-                // Kept, still counted as outstanding (so their flows stay in flight at this
-                // worker), until the leave marker that follows them arrives: a poll may see
-                // only part of a leaving worker's hand-back.
-                Ret::Unprocessed { pos, pkt, .. } => {
-                    lane.frozen = true;
-                    lane.cursor += 1;
-                    lane.passed_on += 1;
-                    // Kept before the user's `tag` runs: if it panics, the packet is not lost.
-                    lane.leaving.push(pkt);
-                    if ORDERED {
-                        lane.leaving_seqs
-                            .push(lane.tags[pos as usize & lane.tag_mask]);
-                    }
-                    if *check_order {
-                        let t = tag(lane.leaving.last().expect("just pushed"));
-                        lane.check(w, pos, t);
-                    }
-                }
-                // The packets the dropped worker held (not contiguous if it handed some back
-                // out of order): counted; the leave marker that follows right behind
-                // settles the lane, and until then its flows stay in flight.
-                Ret::Lost { n, .. } => {
-                    if let Some(win) = reorder.as_mut().filter(|_| ORDERED) {
-                        // The packets held: the `n` oldest positions not handed back.
-                        for pos in unmarked_from(lane, n) {
-                            win.skip(lane.tags[pos as usize & lane.tag_mask], returned);
-                        }
-                    }
-                    lane.frozen = true;
-                    lane.cursor += n;
-                    lane.passed_on += n;
-                    stats.add(LOST, n);
-                }
-                Ret::Leave { .. } => {
-                    left = true;
-                    break;
-                }
+            let entry = lane.rx.pop().expect("peeked");
+            if read.control::<ORDERED>(lane, entry) {
+                left = true;
+                break;
             }
         }
         // Single pops release control-ring slots lazily; the worker sizes that ring for the
