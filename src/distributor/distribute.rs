@@ -149,30 +149,6 @@ where
         debug_assert!(pkts.is_empty());
         let accepted: u64;
         {
-            /// Owns the input packets not yet taken (the rest of a drain of the input); puts
-            /// them back at the end of the caller's `Vec`, in order, if the user's `tag`
-            /// panics (the packets already routed stay staged for a later call, and are
-            /// counted as accepted here: the call's own count below never runs then).
-            struct PutBack<'a, 'b, T> {
-                rest: std::vec::Drain<'b, T>,
-                /// Packets taken from the input so far.
-                next: usize,
-                pkts: &'a mut Vec<T>,
-                stats: &'a mut GroupHandle<5>,
-                /// Set once the pass ran to its end (the call then counts for itself).
-                finished: bool,
-            }
-            impl<T> Drop for PutBack<'_, '_, T> {
-                fn drop(&mut self) {
-                    if !self.finished {
-                        // Cut short by a panic: of the `next` packets taken, those not
-                        // back on `pkts` (which held none at the start) were routed.
-                        let routed = self.next - self.pkts.len();
-                        self.stats.add(ACCEPTED, routed as u64);
-                    }
-                    self.pkts.extend(self.rest.by_ref());
-                }
-            }
             let len = input.len();
             let mut g = PutBack {
                 rest: input.drain(..),
@@ -266,5 +242,31 @@ where
             .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
         self.push_staged(true, self.publish_all);
         Ok(accepted as usize)
+    }
+}
+
+/// Owns the input packets not yet taken (the rest of a drain of the input); puts them back
+/// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the packets
+/// already routed stay staged for a later call, and are counted as accepted here: the
+/// call's own count never runs then).
+struct PutBack<'a, 'b, T> {
+    rest: std::vec::Drain<'b, T>,
+    /// Packets taken from the input so far.
+    next: usize,
+    pkts: &'a mut Vec<T>,
+    stats: &'a mut GroupHandle<5>,
+    /// Set once the pass ran to its end (the call then counts for itself).
+    finished: bool,
+}
+
+impl<T> Drop for PutBack<'_, '_, T> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Cut short by a panic: of the `next` packets taken, those not back on `pkts`
+            // (which held none at the start) were routed.
+            let routed = self.next - self.pkts.len();
+            self.stats.add(ACCEPTED, routed as u64);
+        }
+        self.pkts.extend(self.rest.by_ref());
     }
 }
