@@ -231,7 +231,13 @@ fn pause_and_poll<H, R>(
         // it reports what a poll sees now (an item, or the other end gone): the caller's
         // own miss may have been its only poll.
         if (n >= spins || n & clock_mask == clock_mask) && expired(&mut deadline) {
-            return match poll(h) {
+            // If that last poll saw progress it could not use (the re-check says so: a
+            // distributor's poll reads hand-backs after deciding), one more takes it.
+            let last = match poll(h) {
+                Step::Pending if ready(h) => poll(h),
+                step => step,
+            };
+            return match last {
                 Step::Ready(r) => Ok(r),
                 Step::Closed => Err(WaitError::Disconnected),
                 Step::Pending => Err(WaitError::Timeout),

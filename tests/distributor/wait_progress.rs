@@ -135,6 +135,42 @@ fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
     }
 }
 
+/// The same hand-back inside the poll's own `distribute` when that poll is the wait's last
+/// (no time left): the wait still places the packet rather than time out with the credit
+/// free.
+#[test]
+fn a_wait_with_no_time_left_takes_a_hand_back_its_last_poll_read() {
+    for strategy in STRATEGIES {
+        let (mut d, shared) = driven_at(2);
+        d.set_wait_strategy(strategy);
+        assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
+        {
+            let mut g = shared.borrow_mut();
+            let mut b = Vec::new();
+            g.as_mut().unwrap().recv_burst(&mut b, usize::MAX).unwrap();
+            HELD.with(|h| *h.borrow_mut() = b);
+        }
+        let mut more = vec![200];
+        assert_eq!(
+            d.distribute_wait(&mut more, Duration::ZERO),
+            Ok(1),
+            "{strategy:?}"
+        );
+        let mut w = shared.borrow_mut().take().unwrap();
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            let mut b = HELD.with(|h| h.take());
+            w.recv_burst(&mut b, usize::MAX).unwrap();
+            w.done_burst(&mut b).unwrap();
+            if d.flush(&mut out, Duration::from_millis(10)).is_ok() {
+                break;
+            }
+        }
+        out.sort_unstable();
+        assert_eq!(out, [100, 101, 200], "{strategy:?}");
+    }
+}
+
 thread_local! {
     /// What the worker of [`driven_at`] holds between the test and the tag closure.
     static HELD: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
