@@ -261,6 +261,26 @@ fn a_dropped_worker_after_out_of_order_hand_backs() {
     assert_eq!(out, [(2, 0), (5, 0), (1, 1)]);
 }
 
+/// The distributor's side of the threaded tests: every packet that comes back is counted
+/// and comes after the last one of its flow (packets are (flow, sequence in its flow)).
+#[derive(Default)]
+struct FlowOrder {
+    last: HashMap<u64, u64>,
+    back: u64,
+}
+
+impl FlowOrder {
+    fn check(&mut self, out: &mut Vec<Pkt>) {
+        for p in out.drain(..) {
+            if let Some(&l) = self.last.get(&p.0) {
+                assert!(p.1 > l, "flow {} out of order: {} after {}", p.0, p.1, l);
+            }
+            self.last.insert(p.0, p.1);
+            self.back += 1;
+        }
+    }
+}
+
 /// xorshift64.
 fn rng(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
@@ -334,18 +354,8 @@ fn random_orders_across_flows_lose_and_reorder_nothing() {
         .collect();
     let mut next = vec![0u64; FLOWS as usize];
     let mut sent = 0u64;
-    let mut last: HashMap<u64, u64> = HashMap::new();
-    let mut back = 0u64;
+    let mut order = FlowOrder::default();
     let mut out = Vec::new();
-    let mut check = |out: &mut Vec<Pkt>, back: &mut u64| {
-        for p in out.drain(..) {
-            if let Some(&l) = last.get(&p.0) {
-                assert!(p.1 > l, "flow {} out of order: {} after {}", p.0, p.1, l);
-            }
-            last.insert(p.0, p.1);
-            *back += 1;
-        }
-    };
     let mut r = rng(7);
     let mut input = Vec::new();
     while sent < PACKETS || !input.is_empty() {
@@ -357,13 +367,17 @@ fn random_orders_across_flows_lose_and_reorder_nothing() {
         }
         d.distribute_wait(&mut input, LONG).unwrap();
         d.collect(&mut out);
-        check(&mut out, &mut back);
+        order.check(&mut out);
     }
     d.flush(&mut out, LONG).unwrap();
-    check(&mut out, &mut back);
+    order.check(&mut out);
     let s = d.stats().snapshot();
     let dropped = s.get("dropped").unwrap();
-    assert_eq!(back + dropped, PACKETS, "exactly once: returned + dropped");
+    assert_eq!(
+        order.back + dropped,
+        PACKETS,
+        "exactly once: returned + dropped"
+    );
     assert!(dropped > 0 && s.get("rescheduled").unwrap() > 0);
     drop(d);
     for t in threads {
@@ -515,17 +529,7 @@ fn threads_reschedule_and_drop_past_older_packets_of_their_flows() {
             })
         })
         .collect();
-    let mut last: HashMap<u64, u64> = HashMap::new();
-    let mut back = 0u64;
-    let mut check = |out: &mut Vec<Pkt>| {
-        for p in out.drain(..) {
-            if let Some(&l) = last.get(&p.0) {
-                assert!(p.1 > l, "flow {} out of order: {} after {}", p.0, p.1, l);
-            }
-            last.insert(p.0, p.1);
-            back += 1;
-        }
-    };
+    let mut order = FlowOrder::default();
     let mut input = Vec::new();
     let mut out = Vec::new();
     let mut sent = 0u64;
@@ -536,13 +540,17 @@ fn threads_reschedule_and_drop_past_older_packets_of_their_flows() {
         }
         d.distribute_wait(&mut input, LONG).unwrap();
         d.collect(&mut out);
-        check(&mut out);
+        order.check(&mut out);
     }
     d.flush(&mut out, LONG).unwrap();
-    check(&mut out);
+    order.check(&mut out);
     let s = d.stats().snapshot();
     let dropped = s.get("dropped").unwrap();
-    assert_eq!(back + dropped, PACKETS, "exactly once: returned + dropped");
+    assert_eq!(
+        order.back + dropped,
+        PACKETS,
+        "exactly once: returned + dropped"
+    );
     assert!(dropped > 0 && s.get("rescheduled").unwrap() > 0);
     drop(d);
     for t in threads {

@@ -83,6 +83,38 @@ fn driven_at(
     (d, shared)
 }
 
+/// Sends 100 and 101 (one flow) to the worker of [`driven_at`], which takes both: its
+/// credit of 2 is used.
+fn hold_two(d: &mut distributor::Distributor<u64, impl FnMut(&u64) -> u64>, shared: &Shared) {
+    assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
+    let mut b = Vec::new();
+    let mut g = shared.borrow_mut();
+    g.as_mut().unwrap().recv_burst(&mut b, usize::MAX).unwrap();
+    HELD.with(|h| *h.borrow_mut() = b);
+}
+
+/// Takes the worker of [`driven_at`] back and hands back everything it holds or is sent
+/// until nothing is in flight; returns what came back, sorted.
+fn bring_back(
+    d: &mut distributor::Distributor<u64, impl FnMut(&u64) -> u64>,
+    shared: &Shared,
+) -> Vec<u64> {
+    let mut w = shared.borrow_mut().take().unwrap();
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        // A packet still to be routed reaches the worker with the flush's first round.
+        let mut b = HELD.with(|h| h.take());
+        w.recv_burst(&mut b, usize::MAX).unwrap();
+        w.done_burst(&mut b).unwrap();
+        if d.flush(&mut out, Duration::from_millis(10)).is_ok() {
+            break;
+        }
+    }
+    assert_eq!(d.in_flight(), 0);
+    out.sort_unstable();
+    out
+}
+
 /// A wait's poll runs when something came back since it decided to wait: here a
 /// reschedule that the worker makes during the first `distribute` of the new packet, and
 /// that the wait routes back to it without freeing credit for the new packet. On the
@@ -98,13 +130,7 @@ fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
         for nth in 1..=2 {
             let (mut d, shared) = driven_at(nth);
             d.set_wait_strategy(strategy);
-            assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
-            {
-                let mut g = shared.borrow_mut();
-                let mut b = Vec::new();
-                g.as_mut().unwrap().recv_burst(&mut b, usize::MAX).unwrap();
-                HELD.with(|h| *h.borrow_mut() = b);
-            }
+            hold_two(&mut d, &shared);
             let mut more = vec![200];
             let start = Instant::now();
             let r = d.distribute_wait(&mut more, DEADLINE);
@@ -114,18 +140,7 @@ fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
                 took < DEADLINE / 2,
                 "{strategy:?}, hand-back at tag call {nth}: slept through it ({took:?})"
             );
-            // Everything comes back.
-            let mut w = shared.borrow_mut().take().unwrap();
-            let mut out = Vec::new();
-            for _ in 0..3 {
-                let mut b = HELD.with(|h| h.take());
-                w.recv_burst(&mut b, usize::MAX).unwrap();
-                w.done_burst(&mut b).unwrap();
-                if d.flush(&mut out, Duration::from_millis(10)).is_ok() {
-                    break;
-                }
-            }
-            out.sort_unstable();
+            let out = bring_back(&mut d, &shared);
             assert_eq!(
                 out,
                 [100, 101, 200],
@@ -143,30 +158,14 @@ fn a_wait_with_no_time_left_takes_a_hand_back_its_last_poll_read() {
     for strategy in STRATEGIES {
         let (mut d, shared) = driven_at(2);
         d.set_wait_strategy(strategy);
-        assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
-        {
-            let mut g = shared.borrow_mut();
-            let mut b = Vec::new();
-            g.as_mut().unwrap().recv_burst(&mut b, usize::MAX).unwrap();
-            HELD.with(|h| *h.borrow_mut() = b);
-        }
+        hold_two(&mut d, &shared);
         let mut more = vec![200];
         assert_eq!(
             d.distribute_wait(&mut more, Duration::ZERO),
             Ok(1),
             "{strategy:?}"
         );
-        let mut w = shared.borrow_mut().take().unwrap();
-        let mut out = Vec::new();
-        for _ in 0..3 {
-            let mut b = HELD.with(|h| h.take());
-            w.recv_burst(&mut b, usize::MAX).unwrap();
-            w.done_burst(&mut b).unwrap();
-            if d.flush(&mut out, Duration::from_millis(10)).is_ok() {
-                break;
-            }
-        }
-        out.sort_unstable();
+        let out = bring_back(&mut d, &shared);
         assert_eq!(out, [100, 101, 200], "{strategy:?}");
     }
 }
