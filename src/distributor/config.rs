@@ -138,7 +138,7 @@ pub enum FlushError<T> {
         /// The ids of the workers that hold packets not handed back yet, the ones the
         /// flush waited for. A worker whose handle was forgotten (`mem::forget`, or a
         /// thread blocked for good) never leaves and stays here: drop its handle, or have
-        /// it [`leave`](Worker::leave), to end the wait.
+        /// it [`leave`](crate::distributor::Worker::leave), to end the wait.
         workers: Vec<usize>,
     },
     /// No worker is active; the packets waiting to be routed are given back here.
@@ -241,7 +241,7 @@ where
     /// input spreads over many workers, and a light load waits for nothing. The price:
     /// under load a packet may wait up to `hold_calls` calls, and a caller whose input
     /// stops must make one more call (with an empty `Vec`, or `flush`): staged packets do
-    /// not move without a call. Defaults: [`DEFAULT_LANE_BATCH`] and [`DEFAULT_LANE_HOLD`].
+    /// not move without a call. Defaults: [`DEFAULT_LANE_BATCH`](crate::distributor::DEFAULT_LANE_BATCH) and [`DEFAULT_LANE_HOLD`](crate::distributor::DEFAULT_LANE_HOLD).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -267,7 +267,7 @@ where
     /// or off; it is on by default. The check compares the tag of a packet handed back with
     /// the tag of the packet sent at that position, so it needs the tag to be the same when
     /// the packet comes back. Turn it off if workers legitimately rewrite the fields the
-    /// `tag` closure reads before [`Worker::done`] (address translation, for instance); the
+    /// `tag` closure reads before [`Worker::done`](crate::distributor::Worker::done) (address translation, for instance); the
     /// distributor then trusts workers to hand packets back in order, and saves the `tag`
     /// calls the check makes.
     ///
@@ -285,7 +285,7 @@ where
     /// assert_eq!(out, [11]);
     /// ```
     ///
-    /// An [ordered](new_ordered) distributor has no order check (its workers may hand
+    /// An [ordered](crate::distributor::new_ordered) distributor has no order check (its workers may hand
     /// packets back in any order): there this does nothing.
     pub fn set_order_check(&mut self, on: bool) {
         self.check_order = on && self.reorder.is_none();

@@ -80,7 +80,7 @@ where
         w
     }
 
-    /// Adds a worker at run time, beyond those made by [`new`]: a handle with fresh
+    /// Adds a worker at run time, beyond those made by [`new`](crate::distributor::new): a handle with fresh
     /// counters, the default wait strategy and the configured credit. Its id is the lowest id of a removed worker
     /// ([`remove_worker`](Self::remove_worker)), whose rings it reuses, or else the next
     /// unused one. The new worker takes flows from the next [`distribute`](Self::distribute)

@@ -51,7 +51,7 @@ fn no_tag<T>(_: &T) -> u64 {
 /// as handing back the oldest packets held, so a worker that passes them in another order
 /// swaps those packets' places in the output. Pipelines
 /// that need per-flow state chain an ordered distributor into an atomic one (see the
-/// `pipeline` example's two-stage form). The multi-node layout ([`nodes`]) is atomic only.
+/// `pipeline` example's two-stage form). The multi-node layout ([`nodes`](crate::distributor::nodes)) is atomic only.
 ///
 /// Release is in global order (one head, one slot per packet: the cost is a compare per
 /// packet handed back in sequence and a slot write and read for the others), not per flow
@@ -59,7 +59,7 @@ fn no_tag<T>(_: &T) -> u64 {
 ///
 /// # Errors
 ///
-/// As [`new`], and [`ConfigError::BadWindow`] for a window of 0 or above [`MAX_WINDOW`].
+/// As [`new`], and [`ConfigError::BadWindow`] for a window of 0 or above [`MAX_WINDOW`](crate::distributor::MAX_WINDOW).
 ///
 /// ```
 /// use flowline::distributor::{self, Config};

@@ -21,7 +21,7 @@ where
     }
 
     /// Sets how this node gathers packets before it publishes them, per local worker and
-    /// per bridge: as [`Distributor::set_batching`], by the new input of this node's
+    /// per bridge: as [`Distributor::set_batching`](crate::distributor::Distributor::set_batching), by the new input of this node's
     /// [`distribute`](Self::distribute) (a call with less than a batch, and every round of
     /// [`flush`](Self::flush), publishes everything). A bridge's batch also goes out
     /// before any reschedule for its node (which must follow it) and before this node

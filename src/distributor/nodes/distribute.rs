@@ -28,7 +28,7 @@ where
     ///
     /// Packets it cannot place stay in `pkts`, each group in order, so every flow's order
     /// holds on the retry: first those for the local workers (as
-    /// [`Distributor::distribute`] leaves them), then packets for a node that was dropped
+    /// [`Distributor::distribute`](crate::distributor::Distributor::distribute) leaves them), then packets for a node that was dropped
     /// (reschedules, and input staged for it in earlier calls), then those for each other
     /// node whose bridge was full, was dropped, or still holds reschedules waiting for
     /// room (those go first).
@@ -45,7 +45,7 @@ where
     ///
     /// # Panics
     ///
-    /// As [`Distributor::distribute`]. If `tag` (or the order check) panics, no packet is
+    /// As [`Distributor::distribute`](crate::distributor::Distributor::distribute). If `tag` (or the order check) panics, no packet is
     /// lost: the burst's packets not yet placed are back in `pkts`, and packets the node
     /// had taken in earlier calls stay in it.
     ///
@@ -329,7 +329,7 @@ where
     }
 
     /// Moves the packets this node's workers handed back as processed onto `out`; returns
-    /// how many (as [`Distributor::collect`]). They are this node's flows' packets, from
+    /// how many (as [`Distributor::collect`](crate::distributor::Distributor::collect)). They are this node's flows' packets, from
     /// whichever node they entered at.
     ///
     /// ```
