@@ -401,16 +401,7 @@ where
                     if !adopted {
                         break;
                     }
-                    // Every other node routes the bucket elsewhere now; what each sent
-                    // here before is on its bridge (`adopted` was stored after those
-                    // pushes): read up to the bridge's tail as of now.
-                    let mut targets = vec![0; self.nodes];
-                    for (s, t) in targets.iter_mut().enumerate() {
-                        if let Some(rx) = self.inb[s].as_mut() {
-                            *t = self.read_from[s] + rx.refresh() as u64;
-                        }
-                    }
-                    d.phase = Phase::Bridges(targets);
+                    d.phase = Phase::Bridges(self.bridge_tails());
                 }
                 Phase::Bridges(targets) => {
                     let read = targets.iter().zip(&self.read_from).all(|(t, r)| r >= t);
@@ -420,44 +411,13 @@ where
                     d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
                 }
                 Phase::Workers(sent) => {
-                    let caught_up = self
-                        .dist
-                        .lanes
-                        .iter()
-                        .zip(sent)
-                        .all(|(l, &s)| l.completed >= s);
-                    if !caught_up {
+                    let (next, stop) = self.after_workers(d.bucket, sent, waiting);
+                    if let Some(next) = next {
+                        d.phase = next;
+                    }
+                    if stop {
                         break;
                     }
-                    if waiting {
-                        // A worker's reschedule (or a leaving worker's hand-back) put a
-                        // packet of the bucket in the backlog: route it first.
-                        d.phase = Phase::Bridges(vec![0; self.nodes]);
-                        break;
-                    }
-                    if self.dist.bucket_in_flight(d.bucket) {
-                        // Routed here after the counts were taken: wait for it too.
-                        d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
-                        break;
-                    }
-                    if !self.dist.exported.is_empty() {
-                        // Not expected (the call's last step queued them); the counts
-                        // below take only queued ones, so wait for the next call.
-                        break;
-                    }
-                    // Every reschedule the workers made from the bucket's packets has been
-                    // read: queued for a bridge, sent, or placed here.
-                    // Reschedules waiting for room go out after the input staged for the
-                    // same node (which entered before they were read): both count.
-                    let targets = (0..self.nodes)
-                        .map(|o| match self.pending_out[o].len() as u64 {
-                            0 => self.resched_end[o],
-                            waiting => {
-                                self.pushed_to[o] + self.staged_out[o].len() as u64 + waiting
-                            }
-                        })
-                        .collect();
-                    d.phase = Phase::Delivery(targets);
                 }
                 Phase::Delivery(_) if waiting => {
                     // Not expected (see `Phase::Delivery`); were one here, it would be
@@ -485,6 +445,61 @@ where
             }
         }
         self.drain = Some(d);
+    }
+
+    /// The [`Phase::Adoption`] step once every other node adopted: each routes the bucket
+    /// elsewhere now, and what each sent here before is on its bridge (`adopted` was
+    /// stored after those pushes). Returns, per node, the count read off its bridge once
+    /// its tail as of now is read.
+    fn bridge_tails(&mut self) -> Vec<u64> {
+        let mut targets = vec![0; self.nodes];
+        for (s, t) in targets.iter_mut().enumerate() {
+            if let Some(rx) = self.inb[s].as_mut() {
+                *t = self.read_from[s] + rx.refresh() as u64;
+            }
+        }
+        targets
+    }
+
+    /// The [`Phase::Workers`] step of the handover of `bucket`: whether every worker
+    /// completed what it was `sent` when the phase began, and what follows. Returns the
+    /// next phase (`None`: stay) and whether the drive stops for this call.
+    fn after_workers(&self, bucket: usize, sent: &[u64], waiting: bool) -> (Option<Phase>, bool) {
+        let caught_up = self
+            .dist
+            .lanes
+            .iter()
+            .zip(sent)
+            .all(|(l, &s)| l.completed >= s);
+        if !caught_up {
+            return (None, true);
+        }
+        if waiting {
+            // A worker's reschedule (or a leaving worker's hand-back) put a packet of the
+            // bucket in the backlog: route it first.
+            return (Some(Phase::Bridges(vec![0; self.nodes])), true);
+        }
+        if self.dist.bucket_in_flight(bucket) {
+            // Routed here after the counts were taken: wait for it too.
+            let sent = self.dist.lanes.iter().map(|l| l.sent).collect();
+            return (Some(Phase::Workers(sent)), true);
+        }
+        if !self.dist.exported.is_empty() {
+            // Not expected (the call's last step queued them); the counts below take only
+            // queued ones, so wait for the next call.
+            return (None, true);
+        }
+        // Every reschedule the workers made from the bucket's packets has been read:
+        // queued for a bridge, sent, or placed here. Reschedules waiting for room go out
+        // after the input staged for the same node (which entered before they were read):
+        // both count.
+        let targets = (0..self.nodes)
+            .map(|o| match self.pending_out[o].len() as u64 {
+                0 => self.resched_end[o],
+                waiting => self.pushed_to[o] + self.staged_out[o].len() as u64 + waiting,
+            })
+            .collect();
+        (Some(Phase::Delivery(targets)), false)
     }
 
     /// Whether every other node has read, off the bridge from this node, `targets[o]`
