@@ -118,9 +118,51 @@ where
         self.refresh_behind();
         self.dist.route_polled();
         self.export_reschedules();
-        // Reschedules waiting for room go first; a destination still blocked by them takes
-        // no new input this call (its flows' order). Those for a node that was dropped go
-        // back to the caller.
+        let mut blocked = self.push_pending_out();
+        // Tag the whole burst first: if `tag` panics, `pkts` is untouched.
+        self.tags.clear();
+        for p in pkts.iter() {
+            self.tags.push((self.tag)(p));
+        }
+        // From here until the end every packet is in `self` (`sorted`, `back`, the
+        // bridges, the distributor), so a panic below loses none: the next call goes on.
+        // A destination whose staged input did not all fit on its bridge takes no new
+        // input either (those packets are left, with no call noted: see below).
+        for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
+            *blocked |= self.staged_out_call[o] == u64::MAX && !self.staged_out[o].is_empty();
+        }
+        let mut placed = self.sort_input(pkts, &blocked);
+        let mut fresh = [0usize; MAX_NODES];
+        self.stage_for_bridges(&mut fresh, &mut placed);
+        self.publish();
+        placed -= self.push_due_bridges(&fresh);
+        let r = self.pump_local().and_then(|()| self.place_local());
+        let r = r.map(|n| placed += n);
+        if r.is_err() {
+            self.give_back_bridged(pkts);
+        }
+        // Local packets not placed (with the backlog in front on `NoWorkers`): all had
+        // entered, so going back to the caller they count as finished. Then reschedules
+        // for dropped nodes (unless flushing), then packets for full bridges.
+        self.finished += self.sorted[self.id].len() as u64;
+        pkts.append(&mut self.sorted[self.id]);
+        if give_back || r.is_err() {
+            self.finished += self.undeliverable.len() as u64;
+            pkts.append(&mut self.undeliverable);
+        }
+        pkts.append(&mut self.back);
+        self.publish();
+        if r.is_ok() {
+            self.drive_drain();
+            self.balance();
+        }
+        r.map(|()| placed)
+    }
+
+    /// Reschedules waiting for room go first; a destination still blocked by them takes no
+    /// new input this call (its flows' order): returns which. Those for a node that was
+    /// dropped go back to the caller (`undeliverable`).
+    fn push_pending_out(&mut self) -> [bool; MAX_NODES] {
         let mut blocked = [false; MAX_NODES];
         for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
             if !self.pending_out[o].is_empty() {
@@ -140,19 +182,15 @@ where
                 self.pending_out[o] = v;
             }
         }
-        // Tag the whole burst first: if `tag` panics, `pkts` is untouched.
-        self.tags.clear();
-        for p in pkts.iter() {
-            self.tags.push((self.tag)(p));
-        }
-        // From here until the end every packet is in `self` (`sorted`, `back`, the
-        // bridges, the distributor), so a panic below loses none: the next call goes on.
-        let mut placed = 0usize;
-        // A destination whose staged input did not all fit on its bridge takes no new
-        // input either (those packets are left, with no call noted: see below).
-        for (o, blocked) in blocked.iter_mut().enumerate().take(self.nodes) {
-            *blocked |= self.staged_out_call[o] == u64::MAX && !self.staged_out[o].is_empty();
-        }
+        blocked
+    }
+
+    /// Sorts the input (tagged in `tags`) by owner: this node's into `sorted[id]` (or held,
+    /// for a bucket migrating here), another's into `sorted[o]`, or back to the caller
+    /// (`back`) for a `blocked` destination or a bucket migrating out. Returns how many
+    /// it held (placed, for the caller's count).
+    fn sort_input(&mut self, pkts: &mut Vec<T>, blocked: &[bool; MAX_NODES]) -> usize {
+        let mut placed = 0;
         let own = self.dist.ownership.as_ref().expect("set by nodes::new");
         let draining = self.drain.is_some();
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
@@ -181,9 +219,14 @@ where
                 self.sorted[o].push(p);
             }
         }
-        // Input for the other nodes is staged (entered now, and the count published before
-        // any of it can reach another node), then each bridge's batch goes out.
-        let mut fresh = [0usize; MAX_NODES];
+        placed
+    }
+
+    /// Stages the input sorted for the other nodes (entered now, and the count published
+    /// before any of it can reach another node), adding it to `placed`; input for a node
+    /// that was dropped goes back to the caller, never entered. Notes how many packets
+    /// each destination got in `fresh` (all 0 on entry).
+    fn stage_for_bridges(&mut self, fresh: &mut [usize; MAX_NODES], placed: &mut usize) {
         for (o, fresh) in fresh.iter_mut().enumerate().take(self.nodes) {
             if o == self.id || self.sorted[o].is_empty() {
                 continue;
@@ -198,18 +241,26 @@ where
             } else {
                 *fresh = v.len();
                 self.entered += v.len() as u64;
-                placed += v.len();
+                *placed += v.len();
                 self.staged_out[o].append(&mut v);
             }
             self.sorted[o] = v;
         }
-        self.publish();
+    }
+
+    /// Pushes each bridge's staged batch that is due (as a lane's: a batch, its hold, a
+    /// call that publishes all, or packets left by a push that did not fit). A full
+    /// bridge leaves this call's packets that did not fit with the caller (in order,
+    /// behind any older ones left here): entered, so counted as finished, as local input
+    /// the workers had no room for. Returns how many of this call's (`fresh`) went back.
+    fn push_due_bridges(&mut self, fresh: &[usize; MAX_NODES]) -> usize {
         let (all, batch, hold, calls) = (
             self.dist.publish_all,
             self.dist.batch,
             self.dist.hold,
             self.dist.calls,
         );
+        let mut back = 0;
         for (o, &fresh) in fresh.iter().enumerate().take(self.nodes) {
             let n = self.staged_out[o].len();
             if n == 0 {
@@ -232,100 +283,78 @@ where
                 continue;
             }
             self.push_staged_out(o);
-            // A full bridge leaves this call's packets that did not fit with the caller
-            // (in order, behind any older ones left here): entered, so counted as
-            // finished, as local input the workers had no room for.
             let left = self.staged_out[o].len();
             let k = left.min(fresh);
             if k > 0 {
                 let mut v = self.staged_out[o].split_off(left - k);
                 self.finished += k as u64;
-                placed -= k;
+                back += k;
                 self.back.append(&mut v);
             }
         }
-        let r = self.pump_local();
-        let r = r.and_then(|()| {
-            let before = self.sorted[self.id].len();
-            self.dist.poll_returns();
-            self.divert_draining();
-            self.refresh_behind();
-            // Input of the flows whose released packets still wait for credit waits behind
-            // them (back to the caller); the other flows go on.
-            self.wait_behind_released();
-            if self.dist.active_workers() == 0 {
-                return Err(self.no_workers());
-            }
-            let res = self
-                .dist
-                .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX);
-            self.dist.wait_first.clear();
-            // Reschedules this last poll read for a bucket held here: queued now, before a
-            // later call's release could let a newer one of their flow go first.
-            self.export_reschedules();
-            match res {
-                Ok(n) => {
-                    placed += n;
-                    Ok(())
-                }
-                Err(NoWorkers) => {
-                    debug_assert!(self.sorted[self.id].len() >= before, "all given back");
-                    Err(NoWorkers)
-                }
-            }
-        });
-        if r.is_err() {
-            // The flows this node owns cannot be placed here: what came over the bridges
-            // goes back too, first (the backlog is at the front of the source that found
-            // no worker, or of the local input), then the local input.
-            // The released packets first: the other queues' packets of their flows are
-            // newer.
-            let id = self.id;
-            // Merged by when this node read each, as the normal path orders them: a
-            // leaver's hand-backs first (older than anything waiting here), then the
-            // released queue, then reschedules and bridged packets by their polls (a
-            // reschedule after what arrived before it was read).
-            let mut keyed: Vec<((u64, u8), T)> = Vec::new();
-            let at = core::mem::take(&mut self.no_workers_at);
-            for (p, a) in self.no_workers_backlog.drain(..).zip(at) {
-                keyed.push((
-                    if a == 0 {
-                        (0, 0)
-                    } else {
-                        (hold_key(a, true), 0)
-                    },
-                    p,
-                ));
-            }
-            for p in self.inbound[id].drain(..) {
-                keyed.push(((0, 1), p));
-            }
-            for s in (0..self.nodes).filter(|&s| s != id) {
-                let k = hold_key(self.inbound_at[s], false);
-                for p in self.inbound[s].drain(..) {
-                    keyed.push(((k, 0), p));
-                }
-            }
-            keyed.sort_by_key(|&(k, _)| k);
-            self.finished += keyed.len() as u64;
-            pkts.extend(keyed.into_iter().map(|(_, p)| p));
+        back
+    }
+
+    /// Places this node's own input (and what waits here) on its workers, after one more
+    /// read of their hand-backs; returns how many it placed.
+    fn place_local(&mut self) -> Result<usize, NoWorkers> {
+        let before = self.sorted[self.id].len();
+        self.dist.poll_returns();
+        self.divert_draining();
+        self.refresh_behind();
+        // Input of the flows whose released packets still wait for credit waits behind
+        // them (back to the caller); the other flows go on.
+        self.wait_behind_released();
+        if self.dist.active_workers() == 0 {
+            return Err(self.no_workers());
         }
-        // Local packets not placed (with the backlog in front on `NoWorkers`): all had
-        // entered, so going back to the caller they count as finished. Then reschedules
-        // for dropped nodes (unless flushing), then packets for full bridges.
-        self.finished += self.sorted[self.id].len() as u64;
-        pkts.append(&mut self.sorted[self.id]);
-        if give_back || r.is_err() {
-            self.finished += self.undeliverable.len() as u64;
-            pkts.append(&mut self.undeliverable);
+        let res = self
+            .dist
+            .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX);
+        self.dist.wait_first.clear();
+        // Reschedules this last poll read for a bucket held here: queued now, before a
+        // later call's release could let a newer one of their flow go first.
+        self.export_reschedules();
+        if res.is_err() {
+            debug_assert!(self.sorted[self.id].len() >= before, "all given back");
         }
-        pkts.append(&mut self.back);
-        self.publish();
-        if r.is_ok() {
-            self.drive_drain();
-            self.balance();
+        res
+    }
+
+    /// No worker here: the flows this node owns cannot be placed, so what came over the
+    /// bridges goes back too, first (the backlog is at the front of the source that found
+    /// no worker, or of the local input), then the local input (by the caller). Merged by
+    /// when this node read each, as the normal path orders them: a leaver's hand-backs
+    /// first (older than anything waiting here), then the released queue (the other
+    /// queues' packets of their flows are newer), then reschedules and bridged packets by
+    /// their polls (a reschedule after what arrived before it was read).
+    #[cold]
+    fn give_back_bridged(&mut self, pkts: &mut Vec<T>) {
+        let id = self.id;
+        let mut keyed: Vec<((u64, u8), T)> = Vec::new();
+        let at = core::mem::take(&mut self.no_workers_at);
+        for (p, a) in self.no_workers_backlog.drain(..).zip(at) {
+            keyed.push((
+                if a == 0 {
+                    (0, 0)
+                } else {
+                    (hold_key(a, true), 0)
+                },
+                p,
+            ));
         }
-        r.map(|()| placed)
+        for p in self.inbound[id].drain(..) {
+            keyed.push(((0, 1), p));
+        }
+        for s in (0..self.nodes).filter(|&s| s != id) {
+            let k = hold_key(self.inbound_at[s], false);
+            for p in self.inbound[s].drain(..) {
+                keyed.push(((k, 0), p));
+            }
+        }
+        keyed.sort_by_key(|&(k, _)| k);
+        self.finished += keyed.len() as u64;
+        pkts.extend(keyed.into_iter().map(|(_, p)| p));
     }
 
     /// Moves the packets this node's workers handed back as processed onto `out`; returns
