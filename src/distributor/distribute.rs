@@ -227,13 +227,21 @@ where
             *old = kept_old;
         }
         self.scratch = input;
+        self.end_call(accepted, pkts.len() as u64);
+        Ok(accepted as usize)
+    }
+
+    /// The end of a call that routed: counts what it `accepted` and left `backpressured`,
+    /// forgets idle flows past the table's limit, and publishes what is due.
+    #[inline(always)]
+    fn end_call(&mut self, accepted: u64, backpressured: u64) {
         // Counted before the packets are published: the publication may wake a worker's
         // task, whose waker may panic out of `push_staged` (the packets it did not push
         // stay staged for a later call), and a reader that has seen a packet at a worker
         // finds it in the totals.
         let mut delta = [0u64; 5];
         delta[ACCEPTED] = accepted;
-        delta[BACKPRESSURED] = pkts.len() as u64;
+        delta[BACKPRESSURED] = backpressured;
         self.stats.add_all(delta);
         // Before the publication too, so a panicking waker does not skip it; flows with
         // staged packets are in flight (their `last` counts them), so it keeps them.
@@ -241,7 +249,6 @@ where
         self.flows
             .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
         self.push_staged(true, self.publish_all);
-        Ok(accepted as usize)
     }
 }
 
