@@ -264,7 +264,11 @@ where
     /// Hand-backs and leaves read so far, over every lane (it only grows while a waiting
     /// call runs: lanes are added and removed only by calls of their own).
     fn handback_seq(&self) -> u64 {
-        let read: u64 = self.lanes.iter().map(|l| l.cursor).sum();
+        // Wrapping: only compared for equality, so a sum past `u64::MAX` stays exact.
+        let read = self
+            .lanes
+            .iter()
+            .fold(0u64, |s, l| s.wrapping_add(l.cursor));
         read.wrapping_add(self.leaves)
     }
 
