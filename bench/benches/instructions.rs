@@ -261,6 +261,8 @@ library_benchmark_group!(
 // ---- the distributor -----------------------------------------------------------------------
 
 type Tag = fn(&u64) -> u64;
+type Dist = distributor::Distributor<u64, distributor::Atomic<Tag>>;
+type OrderedDist = distributor::Distributor<u64, distributor::Ordered<u64>>;
 
 /// Packets of 1024 flows (the packet is its tag), in bursts of 32.
 fn packets() -> Vec<u64> {
@@ -275,19 +277,15 @@ fn packets() -> Vec<u64> {
         .collect()
 }
 
-fn dist_setup() -> (
-    distributor::Distributor<u64, Tag>,
-    Vec<distributor::Worker<u64>>,
-    Vec<u64>,
-) {
+fn dist_setup() -> (Dist, Vec<distributor::Worker<u64>>, Vec<u64>) {
     dist_workers(2)
 }
 
 /// The loop of `dist_2workers`: each burst of 32 distributed, received and handed back by
 /// every worker, then collected.
 #[inline(always)]
-fn two_workers<F: FnMut(&u64) -> u64>(
-    d: distributor::Distributor<u64, F>,
+fn two_workers<S: distributor::Schedule<u64>>(
+    d: distributor::Distributor<u64, S>,
     ws: Vec<distributor::Worker<u64>>,
     pkts: Vec<u64>,
 ) -> usize {
@@ -298,11 +296,11 @@ fn two_workers<F: FnMut(&u64) -> u64>(
 
 /// [`two_workers`] with the distributing call given.
 #[inline(always)]
-fn two_workers_with<F: FnMut(&u64) -> u64>(
-    mut d: distributor::Distributor<u64, F>,
+fn two_workers_with<S: distributor::Schedule<u64>>(
+    mut d: distributor::Distributor<u64, S>,
     mut ws: Vec<distributor::Worker<u64>>,
     pkts: Vec<u64>,
-    mut distribute: impl FnMut(&mut distributor::Distributor<u64, F>, &mut Vec<u64>),
+    mut distribute: impl FnMut(&mut distributor::Distributor<u64, S>, &mut Vec<u64>),
 ) -> usize {
     let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut back = 0;
@@ -326,13 +324,7 @@ fn two_workers_with<F: FnMut(&u64) -> u64>(
 // `done_burst`, and the distributor's `collect`.
 #[library_benchmark]
 #[bench::n(setup = dist_setup)]
-fn dist_2workers(
-    (d, ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
-) -> usize {
+fn dist_2workers((d, ws, pkts): (Dist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
     two_workers(d, ws, pkts)
 }
 
@@ -340,13 +332,7 @@ fn dist_2workers(
 // costs while packets can be placed (it never waits here).
 #[library_benchmark]
 #[bench::n(setup = dist_setup)]
-fn dist_2workers_wait(
-    (d, ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
-) -> usize {
+fn dist_2workers_wait((d, ws, pkts): (Dist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
     two_workers_with(d, ws, pkts, |d, input| {
         d.distribute_wait(input, std::time::Duration::MAX).unwrap();
     })
@@ -354,11 +340,7 @@ fn dist_2workers_wait(
 
 /// One worker, flows `i % 1024` in order (so a burst of 32 holds 32 flows): the packets
 /// of the hand-back order benchmarks.
-fn dist_seq_setup() -> (
-    distributor::Distributor<u64, Tag>,
-    Vec<distributor::Worker<u64>>,
-    Vec<u64>,
-) {
+fn dist_seq_setup() -> (Dist, Vec<distributor::Worker<u64>>, Vec<u64>) {
     let (d, ws, _) = dist_workers(1);
     (d, ws, (0..N as u64).map(|i| i % 1024).collect())
 }
@@ -366,8 +348,8 @@ fn dist_seq_setup() -> (
 /// Each burst of 32 distributed, received by the one worker and handed back, in order
 /// (`done_burst`) or in reverse (`done_at` by ticket, newest first), then collected.
 #[inline(always)]
-fn one_worker_handing_back(
-    mut d: distributor::Distributor<u64, Tag>,
+fn one_worker_handing_back<S: distributor::Schedule<u64>>(
+    mut d: distributor::Distributor<u64, S>,
     mut ws: Vec<distributor::Worker<u64>>,
     pkts: Vec<u64>,
     reverse: bool,
@@ -399,38 +381,20 @@ fn one_worker_handing_back(
 // Per packet: one worker handing every burst back in order.
 #[library_benchmark]
 #[bench::n(setup = dist_seq_setup)]
-fn dist_1worker_in_order(
-    (d, ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
-) -> usize {
+fn dist_1worker_in_order((d, ws, pkts): (Dist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
     one_worker_handing_back(d, ws, pkts, false)
 }
 
 // Per packet: the same, every burst handed back in reverse across its 32 flows.
 #[library_benchmark]
 #[bench::n(setup = dist_seq_setup)]
-fn dist_1worker_any_order(
-    (d, ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
-) -> usize {
+fn dist_1worker_any_order((d, ws, pkts): (Dist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
     one_worker_handing_back(d, ws, pkts, true)
 }
 
 /// An ordered distributor (`distributor::new_ordered`) with `workers` workers of credit
 /// 256 and a reorder window of 1024, and the packets (their flows do not matter to it).
-fn dist_ordered(
-    workers: usize,
-) -> (
-    distributor::Distributor<u64, Tag>,
-    Vec<distributor::Worker<u64>>,
-    Vec<u64>,
-) {
+fn dist_ordered(workers: usize) -> (OrderedDist, Vec<distributor::Worker<u64>>, Vec<u64>) {
     let (d, ws) = distributor::new_ordered(
         Config {
             workers,
@@ -447,11 +411,7 @@ fn dist_ordered(
 #[library_benchmark]
 #[bench::n(setup = dist_ordered, args = (1))]
 fn dist_1worker_ordered(
-    (d, ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
+    (d, ws, pkts): (OrderedDist, Vec<distributor::Worker<u64>>, Vec<u64>),
 ) -> usize {
     one_worker_handing_back(d, ws, pkts, false)
 }
@@ -461,11 +421,7 @@ fn dist_1worker_ordered(
 #[library_benchmark]
 #[bench::n(setup = dist_ordered, args = (2))]
 fn dist_2workers_ordered(
-    (d, ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
+    (d, ws, pkts): (OrderedDist, Vec<distributor::Worker<u64>>, Vec<u64>),
 ) -> usize {
     two_workers(d, ws, pkts)
 }
@@ -547,13 +503,7 @@ fn dist_2nodes((mut layout, pkts): Layout) -> usize {
 }
 
 /// A distributor with `workers` workers of credit 256, and the packets.
-fn dist_workers(
-    workers: usize,
-) -> (
-    distributor::Distributor<u64, Tag>,
-    Vec<distributor::Worker<u64>>,
-    Vec<u64>,
-) {
+fn dist_workers(workers: usize) -> (Dist, Vec<distributor::Worker<u64>>, Vec<u64>) {
     let (d, ws) = distributor::new(
         Config {
             workers,
@@ -587,16 +537,10 @@ fn dist_side<R>(f: impl FnOnce() -> R) -> R {
 #[bench::w4(setup = dist_workers, args = (4))]
 #[bench::w8(setup = dist_workers, args = (8))]
 #[bench::w14(setup = dist_workers, args = (14))]
-fn dist_lines(
-    (mut d, mut ws, pkts): (
-        distributor::Distributor<u64, Tag>,
-        Vec<distributor::Worker<u64>>,
-        Vec<u64>,
-    ),
-) -> usize {
+fn dist_lines((mut d, mut ws, pkts): (Dist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
     let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut back = 0;
-    let mut round = |d: &mut distributor::Distributor<u64, Tag>, input: &mut Vec<u64>| {
+    let mut round = |d: &mut Dist, input: &mut Vec<u64>| {
         dist_side(|| d.distribute(input)).unwrap();
         for w in ws.iter_mut() {
             w.recv_burst(&mut b, 64).unwrap();

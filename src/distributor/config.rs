@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use crate::fifo::CapacityError;
 
+use super::atomic::Atomic;
 use super::lanes::Pick;
 use super::reorder::MAX_WINDOW;
+use super::schedule::Schedule;
 use super::{Distributor, MAX_CREDIT, MAX_WORKERS};
 
 /// Distributor configuration.
@@ -212,10 +214,7 @@ impl fmt::Display for JoinError {
 
 impl std::error::Error for JoinError {}
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// **Testing only:** sets the flush's first and longest nap (1 ms and 8 ms by
     /// default), so a test can make a lost wake-up show as a flush that times out. Hidden
     /// from the docs and outside any semver promise.
@@ -262,7 +261,12 @@ where
         // A pick kept under another slack does not hold under this one.
         self.pick = Pick::NONE;
     }
+}
 
+impl<T, F> Distributor<T, Atomic<F>>
+where
+    F: FnMut(&T) -> u64,
+{
     /// Turns the hand-back order check (see [`distribute`](Self::distribute)'s panics) on
     /// or off; it is on by default. The check compares the tag of a packet handed back with
     /// the tag of the packet sent at that position, so it needs the tag to be the same when
@@ -284,10 +288,7 @@ where
     /// d.collect(&mut out);
     /// assert_eq!(out, [11]);
     /// ```
-    ///
-    /// An [ordered](crate::distributor::new_ordered) distributor has no order check (its workers may hand
-    /// packets back in any order): there this does nothing.
     pub fn set_order_check(&mut self, on: bool) {
-        self.check_order = on && self.reorder.is_none();
+        self.sched.check_order = on;
     }
 }

@@ -4,18 +4,20 @@
 
 use crate::counter::GroupHandle;
 
+use super::atomic::Atomic;
 use super::config::NoWorkers;
 use super::lanes::{Lane, Router};
+use super::schedule::Schedule;
 use super::{ownership, Distributor, ACCEPTED, BACKPRESSURED, FLOW_TABLE_SOFT_LIMIT};
 
-impl<T, F> Distributor<T, F>
+impl<T, F> Distributor<T, Atomic<F>>
 where
     F: FnMut(&T) -> u64,
 {
     /// Whether a flow of ownership bucket `bucket` has a packet at a worker (sent, staged
     /// or held by a leaving worker, and not handed back): a scan of the flow table.
     pub(crate) fn bucket_in_flight(&self, bucket: usize) -> bool {
-        self.flows.iter().any(|(tag, f)| {
+        self.sched.flows.iter().any(|(tag, f)| {
             ownership::bucket_of(tag) == bucket && self.lanes[f.worker].completed < f.last
         })
     }
@@ -46,69 +48,13 @@ where
                 if lane.ooo > 0 && lane.marked(pos) {
                     continue;
                 }
-                let t = lane.tags[pos as usize & lane.tag_mask];
+                let t = lane.stamps[pos as usize & lane.stamp_mask];
                 *by.entry(ownership::bucket_of(t)).or_default() += 1;
             }
         }
         let mut v: Vec<(usize, u64)> = by.into_iter().collect();
         v.sort_unstable();
         v
-    }
-
-    /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
-    /// Packets it cannot place now stay in `pkts`, in order: a packet whose flow's worker
-    /// has no credit left, and every later packet of the same flow in the burst (so a retry
-    /// keeps each flow's order). Packets waiting in the backlog (rescheduled, or handed back
-    /// by a leaving worker) go first. Under load, accepted packets reach their worker with
-    /// its lane's batch ([`set_batching`](Self::set_batching)); a call with less than a
-    /// batch of input (an empty `pkts` too) publishes everything staged, so a caller whose
-    /// input stops calls it so (or `flush`es).
-    ///
-    /// # Errors
-    ///
-    /// [`NoWorkers`] if no worker is active: nothing is routed, and the backlog is given
-    /// back at the front of `pkts` (it is older than they are).
-    ///
-    /// If the `tag` closure panics, the packets it had not yet tagged (that one included)
-    /// stay in `pkts`, in order, and the packets already routed stay staged for their
-    /// workers (they go out with a later call, as batching allows): none is lost.
-    ///
-    /// # Panics
-    ///
-    /// If a worker handed packets back in a different order than it received them (a bug
-    /// in the worker's code that would let a flow run on two workers at once). Reading the
-    /// return rings (here, in [`collect`](Self::collect), [`flush`](Self::flush) and
-    /// [`rejoin`](Self::rejoin)) checks packets handed back against the tag of the packet
-    /// sent at that position of the worker's stream, so a hand-back of another flow's
-    /// packet is caught. Debug builds check every processed and unprocessed packet; release
-    /// builds check every unprocessed one and one processed packet per burst read, at an
-    /// offset that rotates from burst to burst, so the check costs one `tag` call per burst
-    /// (a worker that reorders repeatedly is caught within a few bursts; one that reorders
-    /// once may pass unnoticed in release). Drops and reschedules carry no packet with the
-    /// original tag and are counted, not checked. The check needs a packet's tag to be the
-    /// same when it comes back as when it was sent: a worker that rewrites the fields the
-    /// tag reads trips it, so such pipelines turn it off with
-    /// [`set_order_check`](Self::set_order_check). Also panics if `tag` panics.
-    ///
-    /// ```
-    /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 2 }, |p: &u64| *p).unwrap();
-    /// let mut burst = vec![7, 7, 7, 8];
-    /// // Credit 2: two packets of flow 7 go out; the third stays, and so does flow 8 (no credit).
-    /// assert_eq!(d.distribute(&mut burst), Ok(2));
-    /// assert_eq!(burst, [7, 8]);
-    /// ```
-    pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
-        self.begin_call(pkts.len());
-        if self.publish_all {
-            self.poll_returns();
-        } else {
-            self.poll_due();
-        }
-        if !self.behind.is_empty() {
-            self.behind.clear();
-        }
-        self.distribute_polled(pkts, &mut 0, u64::MAX)
     }
 
     /// `distribute` for the multi-node layout, after the node polled the return rings and
@@ -124,22 +70,27 @@ where
         arrived: u64,
     ) -> Result<usize, NoWorkers> {
         if self.active == 0 {
-            let mut all: Vec<T> = self.backlog.drain(..).collect();
-            let seqs = std::mem::take(&mut self.backlog_at);
-            self.give_up_seqs(seqs);
-            all.append(pkts);
-            *pkts = all;
+            self.give_back(pkts);
             return Err(NoWorkers);
         }
-        if self.reorder.is_some() {
-            return Ok(self.distribute_ordered(pkts));
-        }
+        Ok(self.route_input(pkts, old, arrived))
+    }
+
+    /// The routing pass of [`distribute_polled`](Self::distribute_polled), with a worker
+    /// active: the backlog first, then the input (see there).
+    #[inline(always)]
+    pub(super) fn route_input(
+        &mut self,
+        pkts: &mut Vec<T>,
+        old: &mut usize,
+        arrived: u64,
+    ) -> usize {
         // (`clear` rewrites a set's control bytes even when it is empty.)
-        if !self.blocked.is_empty() {
-            self.blocked.clear();
+        if !self.sched.blocked.is_empty() {
+            self.sched.blocked.clear();
         }
-        if !self.held_back.is_empty() {
-            self.held_back.clear();
+        if !self.sched.held_back.is_empty() {
+            self.sched.held_back.clear();
         }
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
@@ -162,18 +113,22 @@ where
             // runs the fast loop until the first packet refused for credit (whose tag then
             // joins `blocked`), then the filtering loop for the rest.
             let Self {
-                tag,
                 lanes,
-                flows,
                 pick,
                 credit,
                 batch,
                 publish_all,
+                sched,
+                ..
+            } = self;
+            let Atomic {
+                tag,
+                flows,
                 blocked,
                 wait_first,
                 held_back,
                 ..
-            } = self;
+            } = sched;
             let filtering = !blocked.is_empty() || !wait_first.is_empty() || !held_back.is_empty();
             let mut router = Router {
                 lanes,
@@ -228,7 +183,7 @@ where
         }
         self.scratch = input;
         self.end_call(accepted, pkts.len() as u64);
-        Ok(accepted as usize)
+        accepted as usize
     }
 
     /// The end of a call that routed: counts what it `accepted` and left `backpressured`,
@@ -246,9 +201,81 @@ where
         // Before the publication too, so a panicking waker does not skip it; flows with
         // staged packets are in flight (their `last` counts them), so it keeps them.
         let lanes = &self.lanes;
-        self.flows
+        self.sched
+            .flows
             .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
         self.push_staged(true, self.publish_all);
+    }
+}
+
+impl<T, S: Schedule<T>> Distributor<T, S> {
+    /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
+    /// Packets it cannot place now stay in `pkts`, in order: a packet whose flow's worker
+    /// has no credit left, and every later packet of the same flow in the burst (so a retry
+    /// keeps each flow's order). Packets waiting in the backlog (rescheduled, or handed back
+    /// by a leaving worker) go first. Under load, accepted packets reach their worker with
+    /// its lane's batch ([`set_batching`](Self::set_batching)); a call with less than a
+    /// batch of input (an empty `pkts` too) publishes everything staged, so a caller whose
+    /// input stops calls it so (or `flush`es).
+    ///
+    /// # Errors
+    ///
+    /// [`NoWorkers`] if no worker is active: nothing is routed, and the backlog is given
+    /// back at the front of `pkts` (it is older than they are).
+    ///
+    /// If the `tag` closure panics, the packets it had not yet tagged (that one included)
+    /// stay in `pkts`, in order, and the packets already routed stay staged for their
+    /// workers (they go out with a later call, as batching allows): none is lost.
+    ///
+    /// # Panics
+    ///
+    /// If a worker handed packets back in a different order than it received them (a bug
+    /// in the worker's code that would let a flow run on two workers at once). Reading the
+    /// return rings (here, in [`collect`](Self::collect), [`flush`](Self::flush) and
+    /// [`rejoin`](Self::rejoin)) checks packets handed back against the tag of the packet
+    /// sent at that position of the worker's stream, so a hand-back of another flow's
+    /// packet is caught. Debug builds check every processed and unprocessed packet; release
+    /// builds check every unprocessed one and one processed packet per burst read, at an
+    /// offset that rotates from burst to burst, so the check costs one `tag` call per burst
+    /// (a worker that reorders repeatedly is caught within a few bursts; one that reorders
+    /// once may pass unnoticed in release). Drops and reschedules carry no packet with the
+    /// original tag and are counted, not checked. The check needs a packet's tag to be the
+    /// same when it comes back as when it was sent: a worker that rewrites the fields the
+    /// tag reads trips it, so such pipelines turn it off with
+    /// [`set_order_check`](Self::set_order_check). Also panics if `tag` panics.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 2 }, |p: &u64| *p).unwrap();
+    /// let mut burst = vec![7, 7, 7, 8];
+    /// // Credit 2: two packets of flow 7 go out; the third stays, and so does flow 8 (no credit).
+    /// assert_eq!(d.distribute(&mut burst), Ok(2));
+    /// assert_eq!(burst, [7, 8]);
+    /// ```
+    pub fn distribute(&mut self, pkts: &mut Vec<T>) -> Result<usize, NoWorkers> {
+        self.begin_call(pkts.len());
+        if self.publish_all {
+            self.poll_returns();
+        } else {
+            self.poll_due();
+        }
+        if self.active == 0 {
+            self.give_back(pkts);
+            return Err(NoWorkers);
+        }
+        Ok(S::route_call(self, pkts))
+    }
+
+    /// No worker is active: the backlog goes back to the caller at the front of `pkts`
+    /// (it is older than they are), giving up what the schedule noted for it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn give_back(&mut self, pkts: &mut Vec<T>) {
+        let mut all: Vec<T> = self.backlog.drain(..).collect();
+        let notes = std::mem::take(&mut self.backlog_at);
+        self.sched.give_up(notes, &mut self.returned);
+        all.append(pkts);
+        *pkts = all;
     }
 }
 

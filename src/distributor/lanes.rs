@@ -10,6 +10,7 @@ use crate::fifo::{spsc, Wait};
 
 use super::flows::{Flow, FlowTable};
 use super::protocol::{bit_of, Control, Parked, Ret};
+use super::schedule::Schedule;
 use super::worker::WORKER_FIELDS;
 use super::{Distributor, NOT_STAGED};
 
@@ -188,12 +189,14 @@ pub(super) struct Lane<T> {
     pub(super) staged_call: u64,
     /// Packets a leaving worker handed back unprocessed, held until its leave marker.
     pub(super) leaving: Vec<T>,
-    /// An ordered distributor's: the sequence numbers of `leaving`, in step with it.
-    pub(super) leaving_seqs: Vec<u64>,
-    /// Tag of the packet sent at each position of this worker's stream (position `p` at
-    /// `p & tag_mask`), for the hand-back order check. Distributor-local, never shared.
-    pub(super) tags: Box<[u64]>,
-    pub(super) tag_mask: usize,
+    /// The schedule's notes of `leaving` (backlog notes: see [`schedule`](super::schedule)),
+    /// in step with it.
+    pub(super) leaving_notes: Vec<u64>,
+    /// The schedule's stamp of the packet sent at each position of this worker's stream
+    /// (position `p` at `p & stamp_mask`): an atomic schedule's flow tag, for its hand-back
+    /// order check; an ordered one's sequence number. Distributor-local, never shared.
+    pub(super) stamps: Box<[u64]>,
+    pub(super) stamp_mask: usize,
     /// Position of the next hand-back to process in the worker's hand-back stream
     /// (merging the done and control rings).
     pub(super) cursor: u64,
@@ -243,21 +246,27 @@ impl<T> Lane<T> {
     #[inline(always)]
     pub(super) fn send(&mut self, pkt: T, t: u64) -> u64 {
         let sent = self.sent;
-        let i = sent as usize & self.tag_mask;
-        debug_assert!(i < self.tags.len());
-        // SAFETY: `tag_mask` is `tags.len() - 1` (a power of two), so `i` is in bounds.
+        let i = sent as usize & self.stamp_mask;
+        debug_assert!(i < self.stamps.len());
+        // SAFETY: `stamp_mask` is `stamps.len() - 1` (a power of two), so `i` is in bounds.
         // Unchecked because the bounds check costs instructions on every packet
         // (`docs/performance-notes.md`, section 12).
-        unsafe { *self.tags.get_unchecked_mut(i) = t };
+        unsafe { *self.stamps.get_unchecked_mut(i) = t };
         self.sent = sent + 1;
         self.staged.push(pkt);
         sent + 1
     }
 
+    /// The schedule's stamp of the packet sent at stream position `pos`.
+    #[inline(always)]
+    pub(super) fn stamp(&self, pos: u64) -> u64 {
+        self.stamps[pos as usize & self.stamp_mask]
+    }
+
     /// The order check: the packet handed back at position `at` has tag `t`.
     #[inline(always)]
     pub(super) fn check(&self, w: usize, at: u64, t: u64) {
-        let expected = self.tags[at as usize & self.tag_mask];
+        let expected = self.stamps[at as usize & self.stamp_mask];
         if t != expected {
             misordered(w, at, expected, t);
         }
@@ -342,9 +351,9 @@ impl<T> Lane<T> {
         self.handed_bits[word] |= bit;
         self.ooo += 1;
         if check {
-            let t = self.tags[pos as usize & self.tag_mask];
+            let t = self.stamps[pos as usize & self.stamp_mask];
             for q in self.completed..pos {
-                if !self.marked(q) && self.tags[q as usize & self.tag_mask] == t {
+                if !self.marked(q) && self.stamps[q as usize & self.stamp_mask] == t {
                     overtook(w, pos, q, t);
                 }
             }
@@ -524,27 +533,7 @@ fn misordered(worker: usize, at: u64, expected: u64, got: u64) -> ! {
     )
 }
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
-    /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
-    /// lookup per packet.
-    #[inline(always)]
-    pub(super) fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
-        let slack = self.slack();
-        let mut router = Router {
-            lanes: &mut self.lanes,
-            flows: &mut self.flows,
-            pick: self.pick,
-            credit: self.credit,
-            slack,
-        };
-        let r = router.route(pkt, t);
-        self.pick = router.pick;
-        r
-    }
-
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Publishes, as one burst per lane, the staged packets of every lane that has a batch
     /// of them, or whose oldest waited the hold, or that has no credit left to gather
     /// more; every lane's when the call publishes all. The others stay staged (their
@@ -605,99 +594,6 @@ where
             0
         } else {
             self.batch - 1
-        }
-    }
-
-    /// Routes as much of the backlog as possible; returns whether it is now empty. Tags of
-    /// backlog packets left behind are added to `blocked`.
-    pub(super) fn route_backlog(&mut self) {
-        // A new pass: completions read since the last one may have lowered any load.
-        self.pick = Pick::NONE;
-        if self.backlog.is_empty() {
-            return;
-        }
-        let tags = self.tag_backlog();
-        // The packets left behind keep their order.
-        for &t in &tags {
-            let p = self.backlog.pop_front().expect("counted");
-            let at = self
-                .backlog_at
-                .pop_front()
-                .expect("in step with the backlog");
-            if self.ownership.as_ref().is_some_and(|o| !o.routes_here(t)) {
-                // A reschedule to a tag another node owns: that node routes it.
-                self.exported.push(p);
-                self.exported_at.push(at);
-                continue;
-            }
-            let keep = if !self.blocked.is_empty() && self.blocked.contains(&t) {
-                Some(p)
-            } else if self.behind.get(&t).is_some_and(|&arrived| arrived < at) {
-                // Read after older packets of its flow reached the node, and they still
-                // wait there: it goes after them.
-                let h = self.held_back.entry(t).or_insert(at);
-                *h = (*h).min(at);
-                Some(p)
-            } else {
-                match self.route(p, t) {
-                    Ok(()) => None,
-                    Err(p) => {
-                        self.blocked.insert(t);
-                        Some(p)
-                    }
-                }
-            };
-            if let Some(p) = keep {
-                self.backlog.push_back(p);
-                self.backlog_at.push_back(at);
-            }
-        }
-        self.backlog_tags = tags;
-    }
-
-    /// The backlog's tags, in order, with the backlog untouched: the user's `tag` runs
-    /// here, before any packet moves, so a panic leaves the backlog as it was (a panic
-    /// half-way through a pass that rotates it would leave it out of order). The caller
-    /// gives the `Vec` back to `backlog_tags` (its allocation; lost on a panic).
-    pub(super) fn tag_backlog(&mut self) -> Vec<u64> {
-        let mut tags = core::mem::take(&mut self.backlog_tags);
-        tags.clear();
-        for p in &self.backlog {
-            tags.push((self.tag)(p));
-        }
-        tags
-    }
-
-    /// Reads the workers' return rings and routes the backlog now, so that a reschedule
-    /// read here goes out before input the caller splits up next (the multi-node layout
-    /// sends reschedules to other nodes' tags over a bridge, ahead of later input).
-    /// The node polls first ([`poll_returns`](Self::poll_returns)) and sets `behind`.
-    pub(crate) fn route_polled(&mut self) {
-        if self.active > 0 {
-            self.blocked.clear();
-            self.held_back.clear();
-            self.route_backlog();
-            self.push_staged(false, self.publish_all);
-        } else if self.ownership.is_some() {
-            // No worker to route to, but reschedules to other nodes' tags still go there
-            // first (the rest of the backlog goes back with `NoWorkers`).
-            let tags = self.tag_backlog();
-            let o = self.ownership.as_ref().expect("matched above");
-            for &t in &tags {
-                let p = self.backlog.pop_front().expect("counted");
-                let at = self
-                    .backlog_at
-                    .pop_front()
-                    .expect("in step with the backlog");
-                if o.routes_here(t) {
-                    self.backlog.push_back(p);
-                    self.backlog_at.push_back(at);
-                } else {
-                    self.exported.push(p);
-                    self.exported_at.push(at);
-                }
-            }
-            self.backlog_tags = tags;
         }
     }
 }

@@ -8,13 +8,11 @@ use crate::counter::CounterGroup;
 use super::config::{ConfigError, JoinError};
 use super::protocol::{lane_pair, Parked};
 use super::registry::WorkerRegistry;
+use super::schedule::Schedule;
 use super::worker::{Worker, WORKER_STATS};
 use super::{roster_of, Distributor, MAX_WORKERS};
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Publishes the lanes' current state to the registry (cold path: a worker was added,
     /// left, re-joined or was removed).
     pub(super) fn publish_roster(&self) {

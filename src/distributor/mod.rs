@@ -128,6 +128,7 @@
 //! }
 //! ```
 
+mod atomic;
 mod config;
 mod distribute;
 mod flows;
@@ -141,12 +142,12 @@ mod protocol;
 mod registry;
 mod reorder;
 mod returns;
+mod schedule;
 mod waits;
 mod worker;
 
 use core::fmt;
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,17 +155,17 @@ use crate::counter::{CounterGroup, GroupHandle, GroupSnapshot};
 use crate::wait::{Sleepers, WaitStrategy};
 use crossbeam_utils::CachePadded;
 
-use flows::{FlowTable, TagHasher};
 use protocol::lane_pair;
 pub use registry::{WorkerInfo, WorkerRegistry};
 use worker::WORKER_FIELDS;
 pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
+pub use atomic::Atomic;
 pub use config::{Config, ConfigError, FlushError, JoinError, NoWorkers};
 use lanes::{Lane, Pick};
-pub use ordered::{new_ordered, NoTag};
-use reorder::Reorder;
+pub use ordered::{new_ordered, Ordered};
 pub use reorder::MAX_WINDOW;
+pub use schedule::Schedule;
 
 /// The most workers one distributor serves.
 ///
@@ -230,19 +231,16 @@ const FLOW_TABLE_SOFT_LIMIT: usize = 1 << 16;
 /// let (d, _ws) = flowline::distributor::new(Default::default(), |p: &u64| *p).unwrap();
 /// assert!(d.active_workers() >= 1);
 /// ```
-pub struct Distributor<T, F = BoxTag<T>> {
-    tag: F,
+pub struct Distributor<T, S = Atomic<BoxTag<T>>> {
     lanes: Vec<Lane<T>>,
     /// The least loaded worker of the current routing pass (see [`Pick`]); reset by
     /// [`route_backlog`](Self::route_backlog), which starts every pass.
     pick: Pick,
-    flows: FlowTable,
     /// Packets to route before new input: rescheduled ones, and those a leaving worker
     /// handed back (at the front, oldest first).
     backlog: VecDeque<T>,
-    /// Per backlog packet, in step with it: the poll (`epoch`) that read it, for a
-    /// reschedule; 0 for a packet a leaving worker handed back (older than anything of
-    /// its flow not yet placed).
+    /// Per backlog packet, in step with it: the schedule's note of it (see
+    /// [`schedule`]).
     backlog_at: VecDeque<u64>,
     /// Polls of the return rings so far (the first is 1).
     epoch: u64,
@@ -255,18 +253,6 @@ pub struct Distributor<T, F = BoxTag<T>> {
     returned: Vec<T>,
     credit: u64,
     active: usize,
-    blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
-    /// Multi-node layout only: packets waiting at the node to be placed (a bridge's
-    /// packets waiting for credit, packets a handover released), as tag -> the earliest
-    /// `epoch` at which one of them arrived (0: before any reschedule). A backlog packet
-    /// read by a later poll waits behind them (invariant 4: a reschedule goes before what
-    /// arrives after it, and after what arrived before it). Set by the node before each
-    /// routing step while its backlog is not empty; empty otherwise.
-    behind: HashMap<u64, u64, BuildHasherDefault<TagHasher>>,
-    /// Tags of backlog packets kept behind `behind` in this routing step, with the
-    /// earliest poll that read one: input of such a tag that arrived at or after that poll
-    /// waits too (it is newer); input that arrived before does not.
-    held_back: HashMap<u64, u64, BuildHasherDefault<TagHasher>>,
     scratch: Vec<T>,
     stats: GroupHandle<5>,
     stats_group: Arc<CounterGroup<5>>,
@@ -274,8 +260,6 @@ pub struct Distributor<T, F = BoxTag<T>> {
     registry: WorkerRegistry,
     /// The final counters of the removed workers, summed (published with every roster).
     removed_totals: [u64; WORKER_FIELDS],
-    /// Whether hand-backs are checked against the tag sent at their position.
-    check_order: bool,
     /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
     /// each hand-back (done, drop, reschedule, leave).
     wake: Arc<CachePadded<Sleepers>>,
@@ -284,19 +268,11 @@ pub struct Distributor<T, F = BoxTag<T>> {
     /// How [`distribute_wait`](Distributor::distribute_wait) and
     /// [`collect_wait`](Distributor::collect_wait) wait.
     strategy: WaitStrategy,
-    /// Set when this distributor is one node of a multi-node layout ([`nodes`]): which
-    /// tags it owns. Rescheduled packets of tags owned by another node are not routed here
-    /// but moved to `exported`, in order, for the node to send over its bridge.
-    ownership: Option<ownership::Ownership>,
+    /// Multi-node layout only: rescheduled packets of tags another node owns, in order,
+    /// for the node to send over its bridge.
     exported: Vec<T>,
     /// In step with `exported`: the poll that read each of them (its `backlog_at`).
     exported_at: Vec<u64>,
-    /// Scratch for the backlog's tags ([`tag_backlog`](Self::tag_backlog)).
-    backlog_tags: Vec<u64>,
-    /// Multi-node layout only: tags whose packets wait in the node's queue of released
-    /// packets (set by the node before it places another queue, empty otherwise). Input
-    /// of such a tag waits behind them: it is newer.
-    wait_first: HashSet<u64, BuildHasherDefault<TagHasher>>,
     /// Packets a lane publishes at once (at most half the credit, at least 1).
     batch: u64,
     /// Calls a staged packet may wait for its batch.
@@ -314,15 +290,9 @@ pub struct Distributor<T, F = BoxTag<T>> {
     /// The lane whose return rings the next call reads whatever their load (one per call
     /// in turn, so that a leave or the last few hand-backs of an idle lane are seen).
     rotor: usize,
-    /// An ordered distributor's reorder window ([`new_ordered`]); `None` for an atomic one.
-    /// With it, a lane's `tags` hold the sequence number of the packet sent at each
-    /// position, and `backlog_at` holds a backlog packet's sequence number ([`NO_SEQ`] for
-    /// one that gets a new one: a rescheduled packet).
-    reorder: Option<Reorder<T>>,
+    /// How packets are scheduled: where they go, what a hand-back means.
+    sched: S,
 }
-
-/// An ordered distributor's backlog packet that has no sequence number yet.
-const NO_SEQ: u64 = u64::MAX;
 
 /// A flow-tag function in a box: the tag type of a distributor made by [`new_boxed`], so
 /// that its type, `Distributor<T>`, can be named in a struct or a signature without naming
@@ -372,10 +342,22 @@ pub fn new_boxed<T>(
 /// assert_eq!(r.err(), Some(ConfigError::ZeroWorkers));
 /// ```
 #[allow(clippy::type_complexity)]
-pub fn new<T, F>(config: Config, tag: F) -> Result<(Distributor<T, F>, Vec<Worker<T>>), ConfigError>
+pub fn new<T, F>(
+    config: Config,
+    tag: F,
+) -> Result<(Distributor<T, Atomic<F>>, Vec<Worker<T>>), ConfigError>
 where
     F: FnMut(&T) -> u64,
 {
+    build(config, Atomic::new(tag))
+}
+
+/// A distributor with schedule `sched`, and its `config.workers` workers.
+#[allow(clippy::type_complexity)]
+fn build<T, S: Schedule<T>>(
+    config: Config,
+    sched: S,
+) -> Result<(Distributor<T, S>, Vec<Worker<T>>), ConfigError> {
     if config.workers == 0 {
         return Err(ConfigError::ZeroWorkers);
     }
@@ -399,9 +381,7 @@ where
     }
     let registry = WorkerRegistry::new(roster_of(&lanes));
     let dist = Distributor {
-        tag,
         lanes,
-        flows: FlowTable::default(),
         backlog: VecDeque::new(),
         backlog_at: VecDeque::new(),
         epoch: 0,
@@ -411,23 +391,16 @@ where
         credit: config.credit as u64,
         active: config.workers,
         pick: Pick::NONE,
-        blocked: HashSet::default(),
-        behind: HashMap::default(),
-        held_back: HashMap::default(),
         scratch: Vec::new(),
         stats: stats_group.handle(),
         stats_group,
         registry,
         removed_totals: [0; WORKER_FIELDS],
-        check_order: true,
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
         strategy: WaitStrategy::default(),
-        ownership: None,
         exported: Vec::new(),
         exported_at: Vec::new(),
-        backlog_tags: Vec::new(),
-        wait_first: HashSet::default(),
         batch: 1,
         hold: 0,
         calls: 0,
@@ -435,7 +408,7 @@ where
         due_lanes: Vec::new(),
         collected: false,
         rotor: 0,
-        reorder: None,
+        sched,
     };
     let mut dist = dist;
     dist.set_batching(DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD);
@@ -456,10 +429,7 @@ fn roster_of<T>(lanes: &[Lane<T>]) -> Vec<registry::Entry> {
         .collect()
 }
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// The distributor's shared-line traffic so far, for the line-count benchmark: index
     /// stores it published (its packet rings' `tail`, its return rings' `head`), and
     /// loads it made of the workers' indices that found them moved (each a transfer of
@@ -517,16 +487,15 @@ where
             .map(|l| l.cursor - l.passed_on)
     }
 
-    /// Number of flows in the flow table.
+    /// Whether this distributor schedules ordered ([`new_ordered`]).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
-    /// d.distribute(&mut vec![1, 2, 1]).unwrap();
-    /// assert_eq!(d.flows(), 2);
+    /// let (d, _ws) = distributor::new_ordered::<u64>(Config { workers: 1, credit: 8 }, 16).unwrap();
+    /// assert!(d.is_ordered());
     /// ```
-    pub fn flows(&self) -> usize {
-        self.flows.len()
+    pub fn is_ordered(&self) -> bool {
+        self.sched.is_ordered()
     }
 
     /// The distributor's counters ([`DISTRIBUTOR_STATS`]), readable from any thread.
@@ -554,10 +523,27 @@ where
     }
 }
 
+impl<T, F> Distributor<T, Atomic<F>>
+where
+    F: FnMut(&T) -> u64,
+{
+    /// Number of flows in the flow table.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// d.distribute(&mut vec![1, 2, 1]).unwrap();
+    /// assert_eq!(d.flows(), 2);
+    /// ```
+    pub fn flows(&self) -> usize {
+        self.sched.flows.len()
+    }
+}
+
 /// Publishes what is staged, as the call that routed it would have: what was sent reaches
 /// its worker also when the distributor goes (the workers see
 /// [`Disconnected`] once they took it).
-impl<T, F> Drop for Distributor<T, F> {
+impl<T, S> Drop for Distributor<T, S> {
     fn drop(&mut self) {
         for lane in &mut self.lanes {
             if !lane.staged.is_empty() {
@@ -569,13 +555,13 @@ impl<T, F> Drop for Distributor<T, F> {
     }
 }
 
-impl<T, F> fmt::Debug for Distributor<T, F> {
+impl<T, S: Schedule<T>> fmt::Debug for Distributor<T, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Distributor")
             .field("workers", &self.lanes.iter().filter(|l| !l.removed).count())
             .field("active", &self.active)
             .field("backlog", &self.backlog.len())
-            .field("window", &self.reorder.as_ref().map(Reorder::window))
+            .field("window", &self.sched.window())
             .finish()
     }
 }

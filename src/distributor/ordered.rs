@@ -10,19 +10,36 @@
 //! of a worker's stream, where an atomic distributor keeps the tag for its order check,
 //! and the packet travels bare.
 
+use std::collections::VecDeque;
+
+use core::fmt;
+
 use super::config::{Config, ConfigError};
+use super::handbacks::unmarked_from;
 use super::lanes::Lane;
 use super::reorder::Reorder;
+use super::schedule::sealed::Scheduling;
 use super::worker::Worker;
-use super::{new, Distributor, ACCEPTED, BACKPRESSURED, NO_SEQ};
+use super::{build, Distributor, ACCEPTED, BACKPRESSURED};
 
-/// The tag type of an ordered distributor ([`new_ordered`]): it routes without tags, so
-/// this one is never called.
-pub type NoTag<T> = fn(&T) -> u64;
+/// A backlog packet's note when it has no sequence number yet (a rescheduled packet: it
+/// gets a new one when it is routed again).
+const NO_SEQ: u64 = u64::MAX;
 
-/// The tag of an ordered distributor (never called: routing there needs none).
-fn no_tag<T>(_: &T) -> u64 {
-    0
+/// The ordered schedule of a [`Distributor`] (made by [`new_ordered`]): any worker with
+/// credit takes any packet, and packets leave [`collect`](Distributor::collect) in the
+/// order they were accepted, through a bounded reorder window.
+pub struct Ordered<T> {
+    pub(super) window: Reorder<T>,
+}
+
+impl<T> fmt::Debug for Ordered<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ordered")
+            .field("window", &self.window.window())
+            .field("waiting", &self.window.waiting())
+            .finish()
+    }
 }
 
 /// Makes an **ordered** distributor and its `config.workers` workers: any worker with
@@ -46,12 +63,12 @@ fn no_tag<T>(_: &T) -> u64 {
 ///
 /// Workers use the same calls as with an atomic distributor; they may hand packets back
 /// in any order with [`Worker::done_at`] and the other `_at` calls. The distributor makes
-/// no order check ([`Distributor::set_order_check`] does nothing here): the in-order calls
+/// no order check (an ordered distributor has no `set_order_check`): the in-order calls
 /// ([`Worker::done`], [`Worker::done_burst`], [`Worker::leave`]'s packets, ...) are taken
 /// as handing back the oldest packets held, so a worker that passes them in another order
-/// swaps those packets' places in the output. Pipelines
-/// that need per-flow state chain an ordered distributor into an atomic one (see the
-/// `pipeline` example's two-stage form). The multi-node layout ([`nodes`](crate::distributor::nodes)) is atomic only.
+/// swaps those packets' places in the output. Pipelines that need per-flow state chain an
+/// ordered distributor into an atomic one (see the `pipeline` example's two-stage form).
+/// The multi-node layout ([`nodes`](crate::distributor::nodes)) is atomic only.
 ///
 /// Release is in global order (one head, one slot per packet: the cost is a compare per
 /// packet handed back in sequence and a slot write and read for the others), not per flow
@@ -59,7 +76,8 @@ fn no_tag<T>(_: &T) -> u64 {
 ///
 /// # Errors
 ///
-/// As [`new`], and [`ConfigError::BadWindow`] for a window of 0 or above [`MAX_WINDOW`](crate::distributor::MAX_WINDOW).
+/// As [`new`](crate::distributor::new), and [`ConfigError::BadWindow`] for a window of 0
+/// or above [`MAX_WINDOW`](crate::distributor::MAX_WINDOW).
 ///
 /// ```
 /// use flowline::distributor::{self, Config};
@@ -83,32 +101,14 @@ fn no_tag<T>(_: &T) -> u64 {
 pub fn new_ordered<T>(
     config: Config,
     window: usize,
-) -> Result<(Distributor<T, NoTag<T>>, Vec<Worker<T>>), ConfigError> {
-    let reorder = Reorder::new(window)?;
-    let (mut d, workers) = new(config, no_tag as NoTag<T>)?;
-    d.reorder = Some(reorder);
-    d.check_order = false;
-    Ok((d, workers))
+) -> Result<(Distributor<T, Ordered<T>>, Vec<Worker<T>>), ConfigError> {
+    let window = Reorder::new(window)?;
+    build(config, Ordered { window })
 }
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
-    /// Whether this distributor schedules ordered ([`new_ordered`]).
-    ///
-    /// ```
-    /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new_ordered::<u64>(Config { workers: 1, credit: 8 }, 16).unwrap();
-    /// assert!(d.is_ordered());
-    /// ```
-    pub fn is_ordered(&self) -> bool {
-        self.reorder.is_some()
-    }
-
-    /// An ordered distributor's packets handed back and held for an older one (0 for an
-    /// atomic distributor): they leave with [`collect`](Self::collect) once every older
-    /// packet is back or given up.
+impl<T> Distributor<T, Ordered<T>> {
+    /// Packets handed back and held for an older one: they leave with
+    /// [`collect`](Self::collect) once every older packet is back or given up.
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -116,15 +116,12 @@ where
     /// assert_eq!(d.waiting_for_order(), 0);
     /// ```
     pub fn waiting_for_order(&self) -> usize {
-        self.reorder.as_ref().map_or(0, |r| r.waiting() as usize)
+        self.sched.window.waiting() as usize
     }
 
-    /// `distribute` of an ordered distributor (with a worker active): routes the backlog,
-    /// then stamps and routes input while the window has room and a worker has credit.
-    /// Never inlined: the atomic path's routing loop, in the same caller, keeps its
-    /// registers.
-    #[inline(never)]
-    pub(super) fn distribute_ordered(&mut self, pkts: &mut Vec<T>) -> usize {
+    /// A call's routing pass (a worker is active): routes the backlog, then stamps and
+    /// routes input while the window has room and a worker has credit.
+    fn route_ordered(&mut self, pkts: &mut Vec<T>) -> usize {
         self.route_backlog_ordered();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
@@ -134,11 +131,11 @@ where
             let run = self.batch;
             let Self {
                 lanes,
-                reorder,
+                sched,
                 credit,
                 ..
             } = self;
-            let win = reorder.as_mut().expect("an ordered distributor");
+            let win = &mut sched.window;
             let mut rest = input.drain(..);
             // No user code runs in this loop (no tag, no waker): nothing can cut it short.
             'runs: while win.room() > 0 && rest.len() > 0 {
@@ -164,7 +161,7 @@ where
         // Counted before the publication, whose waker may panic (see `distribute_polled`).
         self.stats.add_all(delta);
         // A full window gathers no more: what is staged goes out now, not after the hold.
-        let full = self.reorder.as_ref().is_some_and(|r| r.room() == 0);
+        let full = self.sched.window.room() == 0;
         self.push_staged(true, self.publish_all || full);
         accepted as usize
     }
@@ -172,17 +169,17 @@ where
     /// Routes the backlog of an ordered distributor, oldest first, while workers have
     /// credit: packets a leaving worker handed back keep their sequence number; a
     /// rescheduled packet gets a new one, if the window has room.
-    pub(super) fn route_backlog_ordered(&mut self) {
+    fn route_backlog_ordered(&mut self) {
         let run = self.batch;
         let Self {
             lanes,
-            reorder,
+            sched,
             credit,
             backlog,
             backlog_at,
             ..
         } = self;
-        let win = reorder.as_mut().expect("an ordered distributor");
+        let win = &mut sched.window;
         'runs: while !backlog.is_empty() {
             let Some((w, n)) = pick_run(lanes, *credit, run, &mut win.turn) else {
                 break;
@@ -201,19 +198,97 @@ where
             }
         }
     }
+}
 
-    /// An ordered distributor's packets that leave it unprocessed (given back with
-    /// [`NoWorkers`]) give their slots up: `seqs` are their `backlog_at` entries.
+#[allow(private_interfaces)] // sealed: nameable only inside the crate
+impl<T> Scheduling<T> for Ordered<T> {
+    #[inline(always)]
+    fn is_ordered(&self) -> bool {
+        true
+    }
+
+    fn route_call(d: &mut Distributor<T, Self>, pkts: &mut Vec<T>) -> usize {
+        d.route_ordered(pkts)
+    }
+
+    /// Packets that leave unprocessed (given back with `NoWorkers`) give their slots up.
     #[cold]
     #[inline(never)]
-    pub(super) fn give_up_seqs(&mut self, seqs: impl IntoIterator<Item = u64>) {
-        if let Some(win) = self.reorder.as_mut() {
-            for s in seqs {
-                if s != NO_SEQ {
-                    win.skip(s, &mut self.returned);
-                }
+    fn give_up(&mut self, notes: VecDeque<u64>, returned: &mut Vec<T>) {
+        for s in notes {
+            if s != NO_SEQ {
+                self.window.skip(s, returned);
             }
         }
+    }
+
+    #[inline(always)]
+    fn wants_positions(&self) -> bool {
+        true
+    }
+
+    /// The burst's sequence numbers are kept at its positions: it goes through the window.
+    #[inline(always)]
+    fn took_burst(
+        &mut self,
+        _w: usize,
+        lane: &mut Lane<T>,
+        returned: &mut Vec<T>,
+        start: usize,
+        at: u64,
+        spread: Option<&[u64]>,
+    ) {
+        let (stamps, m) = (&lane.stamps, lane.stamp_mask);
+        match spread {
+            Some(ps) => self
+                .window
+                .take_burst(returned, start, |k| stamps[ps[k] as usize & m]),
+            None => self
+                .window
+                .take_burst(returned, start, |k| stamps[(at + k as u64) as usize & m]),
+        }
+    }
+
+    /// Its place in the order is given up.
+    #[inline(always)]
+    fn dropped(&mut self, lane: &Lane<T>, pos: u64, returned: &mut Vec<T>) {
+        self.window.skip(lane.stamp(pos), returned);
+    }
+
+    /// A new arrival: its old place in the order is given up, and it gets a new one.
+    #[inline(always)]
+    fn rescheduled(&mut self, lane: &Lane<T>, pos: u64, _epoch: u64, returned: &mut Vec<T>) -> u64 {
+        self.window.skip(lane.stamp(pos), returned);
+        NO_SEQ
+    }
+
+    #[inline(always)]
+    fn done_at(&mut self, w: usize, lane: &mut Lane<T>, pos: u64, pkt: T, returned: &mut Vec<T>) {
+        self.window.put(lane.stamp(pos), pkt, returned);
+        lane.complete_at(w, pos, false);
+    }
+
+    /// It keeps its place in the order: its sequence number goes with it.
+    #[inline(always)]
+    fn unprocessed(&mut self, _w: usize, lane: &mut Lane<T>, pos: u64) {
+        let seq = lane.stamp(pos);
+        lane.leaving_notes.push(seq);
+    }
+
+    #[inline(always)]
+    fn never_received(lane: &Lane<T>, pos: u64) -> u64 {
+        lane.stamp(pos)
+    }
+
+    /// The packets held (the `n` oldest positions not handed back) give their places up.
+    fn lost(&mut self, lane: &Lane<T>, n: u64, returned: &mut Vec<T>) {
+        for pos in unmarked_from(lane, n) {
+            self.window.skip(lane.stamp(pos), returned);
+        }
+    }
+
+    fn window(&self) -> Option<u64> {
+        Some(self.window.window())
     }
 }
 

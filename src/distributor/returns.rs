@@ -10,12 +10,10 @@ use super::config::FlushError;
 use super::handbacks::LaneRead;
 use super::lanes::Pick;
 use super::protocol::Ret;
+use super::schedule::Schedule;
 use super::{Distributor, NOT_STAGED};
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.
     pub(crate) fn poll_returns(&mut self) {
         // Completions lower loads: a pick of the last routing pass no longer holds (every
@@ -70,27 +68,11 @@ where
 
     /// Reads worker `w`'s two return rings and merges them in the worker's order: control
     /// entries carry their position, processed packets fill the positions between them.
-    /// Each processed (and unprocessed) packet's tag is checked against the tag sent at its
-    /// position; an ordered distributor's go through its reorder window instead.
-    fn poll_lane(&mut self, w: usize) {
-        if self.reorder.is_some() {
-            self.poll_lane_ordered(w);
-        } else {
-            self.poll_lane_as::<false>(w);
-        }
-    }
-
-    /// [`poll_lane`](Self::poll_lane) of an ordered distributor. Never inlined, so the
-    /// atomic one's callers keep their registers.
-    #[inline(never)]
-    fn poll_lane_ordered(&mut self, w: usize) {
-        self.poll_lane_as::<true>(w);
-    }
-
-    /// [`poll_lane`](Self::poll_lane), compiled apart for each kind of distributor, so the
-    /// atomic one's loop carries none of the ordered one's steps.
+    /// The schedule is told of each hand-back (an atomic one checks processed and
+    /// unprocessed packets against the tag sent at their position; an ordered one's go
+    /// through its reorder window).
     #[inline(always)]
-    fn poll_lane_as<const ORDERED: bool>(&mut self, w: usize) {
+    fn poll_lane(&mut self, w: usize) {
         let Self {
             lanes,
             returned,
@@ -98,9 +80,7 @@ where
             backlog_at,
             epoch,
             stats,
-            tag,
-            check_order,
-            reorder,
+            sched,
             ..
         } = self;
         let mut read = LaneRead {
@@ -110,9 +90,7 @@ where
             backlog_at,
             epoch: *epoch,
             stats,
-            tag,
-            check_order: *check_order,
-            reorder,
+            sched,
         };
         let lane = &mut lanes[w];
         // Control-ring slots read by a poll that a panic (the user's `tag`, the order
@@ -126,14 +104,14 @@ where
             let next_at = lane.rx.peek().map(Ret::at);
             let gap = next_at.map_or(avail, |a| (a - lane.cursor).min(avail));
             if gap > 0 {
-                avail -= read.burst::<ORDERED>(lane, gap);
+                avail -= read.burst(lane, gap);
             }
             match next_at {
                 Some(a) if a == lane.cursor => {}
                 _ => break,
             }
             let entry = lane.rx.pop().expect("peeked");
-            if read.control::<ORDERED>(lane, entry) {
+            if read.control(lane, entry) {
                 left = true;
                 break;
             }
@@ -170,16 +148,12 @@ where
         // Packets routed to this worker but not yet pushed (a `tag` panic ended the call
         // that routed them) are the newest of its stream: they follow the ring's.
         unprocessed.append(&mut lane.staged);
-        // An ordered distributor's: their sequence numbers. Those never received (the
-        // ring's and the staged ones) are the last positions of the stream.
-        let mut seqs = std::mem::take(&mut lane.leaving_seqs);
-        if self.reorder.is_some() {
-            let never = (unprocessed.len() - seqs.len()) as u64;
-            for pos in lane.sent - never..lane.sent {
-                seqs.push(lane.tags[pos as usize & lane.tag_mask]);
-            }
-        } else {
-            seqs.clear();
+        // The schedule's notes of them. Those never received (the ring's and the staged
+        // ones) are the last positions of the stream.
+        let mut notes = std::mem::take(&mut lane.leaving_notes);
+        let never = (unprocessed.len() - notes.len()) as u64;
+        for pos in lane.sent - never..lane.sent {
+            notes.push(S::never_received(lane, pos));
         }
         lane.staged_call = NOT_STAGED;
         // Everything sent to the worker is now accounted for: handed back before it left,
@@ -196,11 +170,9 @@ where
         lane.parked = Some(parked);
         self.active -= 1;
         self.leaves += 1;
-        let ordered = self.reorder.is_some();
-        for (k, p) in unprocessed.into_iter().enumerate().rev() {
+        for (p, note) in unprocessed.into_iter().zip(notes).rev() {
             self.backlog.push_front(p);
-            self.backlog_at
-                .push_front(if ordered { seqs[k] } else { 0 });
+            self.backlog_at.push_front(note);
         }
         self.publish_roster();
     }

@@ -13,13 +13,11 @@
 
 use std::time::Duration;
 
+use super::schedule::Schedule;
 use super::{Distributor, NoWorkers};
 use crate::wait::{Step, WaitError, WaitStrategy};
 
-impl<T, F> Distributor<T, F>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Like [`distribute`](Self::distribute), but when it can place nothing of a non-empty
     /// `pkts` (every packet's worker is out of credit) it waits, by this distributor's
     /// [`WaitStrategy`] (default: spin briefly, yield, then sleep), until a worker hands
@@ -242,14 +240,10 @@ where
             // `distribute` to give back with `NoWorkers`.
             self.begin_call(0);
             self.poll_returns();
-            if !self.behind.is_empty() {
-                self.behind.clear();
-            }
             if self.active > 0 {
                 let mut none = Vec::new();
-                // Cannot fail: a worker is active and nothing is read before the check.
-                let r = self.distribute_polled(&mut none, &mut 0, u64::MAX);
-                debug_assert!(r.is_ok() && none.is_empty());
+                S::route_call(self, &mut none);
+                debug_assert!(none.is_empty());
             }
         } else {
             self.poll_returns();

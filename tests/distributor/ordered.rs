@@ -16,7 +16,7 @@ fn ordered(workers: usize, credit: usize, window: usize) -> OrderedPair {
 }
 
 type OrderedPair = (
-    distributor::Distributor<u64, distributor::NoTag<u64>>,
+    distributor::Distributor<u64, distributor::Ordered<u64>>,
     Vec<Worker<u64>>,
 );
 
@@ -47,7 +47,6 @@ fn bad_windows_are_refused() {
 #[test]
 fn the_older_burst_finishing_last_holds_the_newer_one() {
     let (mut d, mut ws) = ordered(2, 8, 64);
-    d.set_order_check(true); // does nothing: an ordered distributor has no order check
     let mut input: Vec<u64> = (0..16).collect();
     assert_eq!(d.distribute(&mut input), Ok(16));
     let a = recv_all(&mut ws[0]);

@@ -208,40 +208,47 @@ fn a_packet_panicking_in_drop_packet_leaves_the_worker_in_order() {
 /// distributor, whose window gives the dropped packet's place up.
 #[test]
 fn a_packet_panicking_in_drop_at_leaves_the_worker_in_order() {
-    for ordered in [false, true] {
-        let config = Config {
-            workers: 1,
-            credit: 8,
-        };
-        let tag: fn(&Bomb) -> u64 = |p| p.0;
-        let (mut d, mut ws) = if ordered {
-            distributor::new_ordered(config, 8).unwrap()
-        } else {
-            distributor::new(config, tag).unwrap()
-        };
-        d.set_batching(1, 0);
-        d.distribute(&mut vec![Bomb(1, false), Bomb(2, true), Bomb(3, false)])
-            .unwrap();
-        let t = ws[0].next_ticket();
-        let mut held = recv_all(&mut ws[0]);
-        let third = held.pop().unwrap();
-        let second = held.pop().unwrap();
-        let first = held.pop().unwrap();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            ws[0].drop_at(t.nth(1), second).map_err(|_| ())
-        }));
-        assert!(
-            r.is_err(),
-            "the packet's drop panicked, in the caller's hands"
-        );
-        ws[0].done(first).map_err(|_| ()).unwrap();
-        ws[0].done(third).map_err(|_| ()).unwrap();
-        let mut out = Vec::new();
-        d.flush(&mut out, Duration::from_secs(10)).unwrap();
-        assert_eq!(out.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 3]);
-        assert_eq!(d.stats().snapshot().get("dropped"), Some(1));
-        assert_eq!((d.in_flight(), d.waiting_for_order()), (0, 0));
-    }
+    let config = Config {
+        workers: 1,
+        credit: 8,
+    };
+    let tag: fn(&Bomb) -> u64 = |p| p.0;
+    let (d, ws) = distributor::new(config, tag).unwrap();
+    drop_panicking_in_order(d, ws);
+    let (d, ws) = distributor::new_ordered(config, 8).unwrap();
+    let d = drop_panicking_in_order(d, ws);
+    assert_eq!(d.waiting_for_order(), 0);
+}
+
+/// [`a_packet_panicking_in_drop_at_leaves_the_worker_in_order`] through `d` and its one
+/// worker; returns `d`, flushed.
+fn drop_panicking_in_order<S: distributor::Schedule<Bomb>>(
+    mut d: distributor::Distributor<Bomb, S>,
+    mut ws: Vec<distributor::Worker<Bomb>>,
+) -> distributor::Distributor<Bomb, S> {
+    d.set_batching(1, 0);
+    d.distribute(&mut vec![Bomb(1, false), Bomb(2, true), Bomb(3, false)])
+        .unwrap();
+    let t = ws[0].next_ticket();
+    let mut held = recv_all(&mut ws[0]);
+    let third = held.pop().unwrap();
+    let second = held.pop().unwrap();
+    let first = held.pop().unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ws[0].drop_at(t.nth(1), second).map_err(|_| ())
+    }));
+    assert!(
+        r.is_err(),
+        "the packet's drop panicked, in the caller's hands"
+    );
+    ws[0].done(first).map_err(|_| ()).unwrap();
+    ws[0].done(third).map_err(|_| ()).unwrap();
+    let mut out = Vec::new();
+    d.flush(&mut out, Duration::from_secs(10)).unwrap();
+    assert_eq!(out.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(d.stats().snapshot().get("dropped"), Some(1));
+    assert_eq!(d.in_flight(), 0);
+    d
 }
 
 /// A node dropped with a packet in its inbound bridge whose `Drop` panics: the node's

@@ -47,7 +47,7 @@ fn flow(p: &u64) -> u64 {
 fn driven_at(
     nth: u32,
 ) -> (
-    distributor::Distributor<u64, impl FnMut(&u64) -> u64>,
+    distributor::Distributor<u64, distributor::Atomic<impl FnMut(&u64) -> u64>>,
     Shared,
 ) {
     let shared: Shared = Rc::new(RefCell::new(None));
@@ -85,7 +85,10 @@ fn driven_at(
 
 /// Sends 100 and 101 (one flow) to the worker of [`driven_at`], which takes both: its
 /// credit of 2 is used.
-fn hold_two(d: &mut distributor::Distributor<u64, impl FnMut(&u64) -> u64>, shared: &Shared) {
+fn hold_two(
+    d: &mut distributor::Distributor<u64, distributor::Atomic<impl FnMut(&u64) -> u64>>,
+    shared: &Shared,
+) {
     assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
     let mut b = Vec::new();
     let mut g = shared.borrow_mut();
@@ -96,7 +99,7 @@ fn hold_two(d: &mut distributor::Distributor<u64, impl FnMut(&u64) -> u64>, shar
 /// Takes the worker of [`driven_at`] back and hands back everything it holds or is sent
 /// until nothing is in flight; returns what came back, sorted.
 fn bring_back(
-    d: &mut distributor::Distributor<u64, impl FnMut(&u64) -> u64>,
+    d: &mut distributor::Distributor<u64, distributor::Atomic<impl FnMut(&u64) -> u64>>,
     shared: &Shared,
 ) -> Vec<u64> {
     let mut w = shared.borrow_mut().take().unwrap();
@@ -191,7 +194,10 @@ const CHAIN: u64 = if cfg!(miri) { 3_000 } else { 3_000_000 };
 impl Rescheduling {
     /// A distributor with one worker of credit 2, holding two packets of flow 1, the
     /// first of them rescheduled: every routing from now on runs the chain.
-    fn start() -> (distributor::Distributor<u64, impl FnMut(&u64) -> u64>, Self) {
+    fn start() -> (
+        distributor::Distributor<u64, distributor::Atomic<impl FnMut(&u64) -> u64>>,
+        Self,
+    ) {
         let r = Rescheduling {
             shared: Rc::new(RefCell::new(None)),
             held: Rc::new(RefCell::new(Vec::new())),
@@ -242,9 +248,9 @@ impl Rescheduling {
 
     /// Ends the chain: the worker hands back what it holds and what it is sent, until
     /// nothing is in flight; the packets come back onto `out`.
-    fn finish<F: FnMut(&u64) -> u64>(
+    fn finish<S: distributor::Schedule<u64>>(
         self,
-        d: &mut distributor::Distributor<u64, F>,
+        d: &mut distributor::Distributor<u64, S>,
         out: &mut Vec<u64>,
     ) {
         self.stop.set(true);

@@ -363,8 +363,8 @@ fn collect_wait_routes_a_reschedule_its_collect_read() {
 /// One packet takes the worker's one credit; `distribute_wait` of a second waits for its
 /// hand-back, which the worker makes concurrently after rescheduling it once (a poll that
 /// decides to wait again, then reads the rings before it sleeps); both come back in order.
-fn wait_through_one_credit<F: FnMut(&u8) -> u64>(
-    mut d: distributor::Distributor<u8, F>,
+fn wait_through_one_credit<S: distributor::Schedule<u8>>(
+    mut d: distributor::Distributor<u8, S>,
     mut ws: Vec<distributor::Worker<u8>>,
 ) {
     use flowline::wait::WaitStrategy;

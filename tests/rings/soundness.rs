@@ -209,8 +209,8 @@ fn panicking_tag_closure_loses_no_packet() {
 
 /// `w` (the worker that did not leave) receives exactly `expected`, in order, and after it
 /// hands them back the distributor returns exactly those: none lost, none duplicated.
-fn all_once_in_order_at<F: FnMut(&(u64, u64)) -> u64>(
-    d: &mut distributor::Distributor<(u64, u64), F>,
+fn all_once_in_order_at<S: distributor::Schedule<(u64, u64)>>(
+    d: &mut distributor::Distributor<(u64, u64), S>,
     w: &mut distributor::Worker<(u64, u64)>,
     expected: &[(u64, u64)],
 ) {

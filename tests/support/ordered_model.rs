@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use flowline::distributor::{self, Config, FlushError, NoTag, NoWorkers, Ticket, Worker};
+use flowline::distributor::{self, Config, FlushError, NoWorkers, Ordered, Ticket, Worker};
 use flowline::wait::WaitError;
 
 /// Marks a packet a worker rescheduled.
@@ -55,7 +55,7 @@ pub enum Op {
     Batching(usize, u32),
 }
 
-type Dist = distributor::Distributor<u64, NoTag<u64>>;
+type Dist = distributor::Distributor<u64, Ordered<u64>>;
 
 struct Model {
     workers: Vec<Option<Worker<u64>>>,

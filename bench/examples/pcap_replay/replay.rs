@@ -125,8 +125,8 @@ pub fn replay(
 }
 
 /// [`replay`] through `dist` and its `workers`.
-fn drive<F: FnMut(&Pkt) -> u64>(
-    mut dist: distributor::Distributor<Pkt, F>,
+fn drive<S: distributor::Schedule<Pkt>>(
+    mut dist: distributor::Distributor<Pkt, S>,
     workers: Vec<distributor::Worker<Pkt>>,
     cap: Arc<Capture>,
     ing: &Ingest,
@@ -211,7 +211,7 @@ fn drive<F: FnMut(&Pkt) -> u64>(
     let mut next = 0u64;
     let mut last_tick = start;
     let mut last_returned = 0u64;
-    let completed = |d: &distributor::Distributor<Pkt, F>| -> Vec<u64> {
+    let completed = |d: &distributor::Distributor<Pkt, S>| -> Vec<u64> {
         (0..cfg.workers)
             .map(|i| d.worker_completed(i).unwrap_or(0))
             .collect()

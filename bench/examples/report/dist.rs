@@ -102,8 +102,8 @@ fn atomic_elephant(n: u64, workers: usize, burst: usize) -> Vec<f64> {
 /// with `reverse`), checks the returned packets' sum, and returns (Mpkts/s, TSC cycles
 /// per packet on the distributor's thread, the smallest worker's share of the packets
 /// in %).
-fn drive<F: FnMut(&u64) -> u64 + Send + 'static>(
-    mut d: distributor::Distributor<u64, F>,
+fn drive<S: distributor::Schedule<u64> + Send + 'static>(
+    mut d: distributor::Distributor<u64, S>,
     mut ws: Vec<distributor::Worker<u64>>,
     n: u64,
     burst: usize,

@@ -373,8 +373,8 @@ fn elephant(workers: usize, ordered: bool, rounds: u32) -> f64 {
 
 /// [`dist`]'s run: the distributor `d` on CPU 0, its `t - 1` workers `ws` on CPUs 1..,
 /// `rounds` of work per packet; Mpkts/s over `duration()`.
-fn drive<F: FnMut(&u64) -> u64 + Send>(
-    mut d: distributor::Distributor<u64, F>,
+fn drive<S: distributor::Schedule<u64> + Send>(
+    mut d: distributor::Distributor<u64, S>,
     ws: Vec<distributor::Worker<u64>>,
     t: usize,
     rounds: u32,

@@ -64,7 +64,12 @@ where
     /// any packet now held). No user code runs here.
     pub(super) fn requeue(&mut self, v: &mut Vec<T>, read: &[u64]) {
         let tags = core::mem::take(&mut self.tags);
-        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        let own = self
+            .dist
+            .sched
+            .ownership
+            .as_ref()
+            .expect("set by nodes::new");
         for (k, (p, &t)) in v.drain(..).zip(&tags).enumerate() {
             let o = own.owner(t);
             if o != self.id {

@@ -191,7 +191,12 @@ where
     /// it held (placed, for the caller's count).
     fn sort_input(&mut self, pkts: &mut Vec<T>, blocked: &[bool; MAX_NODES]) -> usize {
         let mut placed = 0;
-        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        let own = self
+            .dist
+            .sched
+            .ownership
+            .as_ref()
+            .expect("set by nodes::new");
         let draining = self.drain.is_some();
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
             let o = own.owner(t);
@@ -311,7 +316,7 @@ where
         let res = self
             .dist
             .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX);
-        self.dist.wait_first.clear();
+        self.dist.sched.wait_first.clear();
         // Reschedules this last poll read for a bucket held here: queued now, before a
         // later call's release could let a newer one of their flow go first.
         self.export_reschedules();
@@ -480,7 +485,7 @@ where
                 self.refresh_behind();
                 // (Set anew for every queue: a panic in the step before may have left it.)
                 let (mut old, arrived) = if s == id {
-                    self.dist.wait_first.clear();
+                    self.dist.sched.wait_first.clear();
                     (usize::MAX, 0)
                 } else {
                     self.wait_behind_released();
@@ -493,7 +498,7 @@ where
                 let r = self
                     .dist
                     .distribute_polled(&mut self.inbound[s], &mut old, arrived);
-                self.dist.wait_first.clear();
+                self.dist.sched.wait_first.clear();
                 r?;
                 // Reschedules this step read for a bucket whose handover into this node
                 // ended in the meantime: queued here now (after what waits here), before
@@ -516,7 +521,7 @@ where
         self.export_reschedules();
         self.no_workers_backlog.extend(self.dist.backlog.drain(..));
         self.no_workers_at.extend(self.dist.backlog_at.drain(..));
-        self.dist.wait_first.clear();
+        self.dist.sched.wait_first.clear();
         NoWorkers
     }
 }

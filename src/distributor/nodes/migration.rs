@@ -126,9 +126,9 @@ where
             tag,
             ..
         } = self;
-        dist.wait_first.clear();
+        dist.sched.wait_first.clear();
         for p in &inbound[*id] {
-            dist.wait_first.insert(tag(p));
+            dist.sched.wait_first.insert(tag(p));
         }
     }
 
@@ -152,7 +152,7 @@ where
         for (o, q) in inbound.iter().enumerate() {
             if o != *id && o != s && inbound_at[o] < inbound_at[s] {
                 for p in q {
-                    dist.wait_first.insert(tag(p));
+                    dist.sched.wait_first.insert(tag(p));
                 }
             }
         }
@@ -172,14 +172,14 @@ where
             tag,
             ..
         } = self;
-        dist.behind.clear();
+        dist.sched.behind.clear();
         if dist.backlog.is_empty() {
             return;
         }
         for (s, q) in inbound.iter().enumerate() {
             let arrived = if s == *id { 0 } else { inbound_at[s] };
             for p in q {
-                let e = dist.behind.entry(tag(p)).or_insert(arrived);
+                let e = dist.sched.behind.entry(tag(p)).or_insert(arrived);
                 *e = (*e).min(arrived);
             }
         }
@@ -246,7 +246,12 @@ where
         for p in &self.inbound[s] {
             self.tags.push((self.tag)(p));
         }
-        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        let own = self
+            .dist
+            .sched
+            .ownership
+            .as_ref()
+            .expect("set by nodes::new");
         if !self.tags.iter().any(|&t| own.held_here(t)) {
             return;
         }
@@ -275,7 +280,12 @@ where
         // Reschedules set aside by the current copy (a panic may have left some) are
         // queued by it first, before a release can let newer ones of their flows pass.
         self.export_reschedules();
-        let own = self.dist.ownership.as_mut().expect("set by nodes::new");
+        let own = self
+            .dist
+            .sched
+            .ownership
+            .as_mut()
+            .expect("set by nodes::new");
         self.map.refresh(own);
         let version = own.version();
         if version == self.adopted && version == self.released {
@@ -318,7 +328,12 @@ where
         for (_, p) in &self.held {
             self.tags.push((self.tag)(p));
         }
-        let own = self.dist.ownership.as_ref().expect("set by nodes::new");
+        let own = self
+            .dist
+            .sched
+            .ownership
+            .as_ref()
+            .expect("set by nodes::new");
         if self.tags.iter().all(|&t| own.held_here(t)) {
             return;
         }

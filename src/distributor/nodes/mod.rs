@@ -117,7 +117,7 @@ mod quiescence;
 pub use super::ownership::{bucket_of, BUCKETS};
 use super::ownership::{default_owner, Ownership, SharedMap};
 use super::{
-    new as new_distributor, BoxTag, Config, ConfigError, Distributor, Worker, DROPPED, LOST,
+    new as new_distributor, Atomic, BoxTag, Config, ConfigError, Distributor, Worker, DROPPED, LOST,
 };
 use crate::fifo::spsc;
 use balance::Balancer;
@@ -234,7 +234,7 @@ pub struct BridgeStats {
 pub struct NodeDistributor<T, F = BoxTag<T>> {
     id: usize,
     nodes: usize,
-    dist: Distributor<T, F>,
+    dist: Distributor<T, Atomic<F>>,
     tag: F,
     /// Bridge to node `o` (`None` at `id`).
     out: Vec<Option<spsc::Producer<T>>>,
@@ -281,7 +281,7 @@ pub struct NodeDistributor<T, F = BoxTag<T>> {
     /// As published in `progress` (this node's `flushing` flag).
     flushing: bool,
     stats: BridgeStats,
-    /// The ownership map all nodes share; this node's copy is `dist.ownership`.
+    /// The ownership map all nodes share; this node's copy is `dist.sched.ownership`.
     map: Arc<SharedMap>,
     /// Packets of buckets migrating into this node whose old owner has not finished
     /// yet, from every source (bridges, input entered here, reschedules read here), each
@@ -514,7 +514,7 @@ where
             make_tag(),
         )
         .map_err(NodesError::Distributor)?;
-        dist.ownership = Some(map.local(id));
+        dist.sched.ownership = Some(map.local(id));
         layout.push((
             NodeDistributor {
                 id,
@@ -598,7 +598,11 @@ where
     }
 
     fn ownership(&self) -> &Ownership {
-        self.dist.ownership.as_ref().expect("set by nodes::new")
+        self.dist
+            .sched
+            .ownership
+            .as_ref()
+            .expect("set by nodes::new")
     }
 
     /// Packets this node holds: at its workers, in its distributor's backlog, and waiting
@@ -630,7 +634,7 @@ where
     /// let (n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// assert_eq!(n.distributor().active_workers(), 3);
     /// ```
-    pub fn distributor(&self) -> &Distributor<T, F> {
+    pub fn distributor(&self) -> &Distributor<T, Atomic<F>> {
         &self.dist
     }
 
