@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use flowline::distributor::{self, Config, FlushError, NotHeld, Worker};
 
+use crate::support::rng::Rng;
+
 const LONG: Duration = Duration::from_secs(30);
 
 /// (flow, sequence in its flow)
@@ -281,17 +283,6 @@ impl FlowOrder {
     }
 }
 
-/// xorshift64.
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
-
 /// Two worker threads hand back each burst in a random order that keeps every flow's
 /// order, mixing `done_at`, `drop_at`, `reschedule_at` and in-order `done_burst`; the
 /// distributor's thread checks exactly once and per-flow order on the way out.
@@ -312,7 +303,7 @@ fn random_orders_across_flows_lose_and_reorder_nothing() {
         .enumerate()
         .map(|(i, mut w)| {
             std::thread::spawn(move || {
-                let mut r = rng(0x5eed + i as u64);
+                let mut r = Rng::new(0x5eed + i as u64);
                 let mut b = Vec::new();
                 loop {
                     let first = w.next_ticket();
@@ -325,17 +316,17 @@ fn random_orders_across_flows_lose_and_reorder_nothing() {
                     let mut left: Vec<(usize, Pkt)> = b.drain(..).enumerate().collect();
                     let mut in_order = Vec::new();
                     while !left.is_empty() {
-                        let k = (r() % left.len() as u64) as usize;
+                        let k = (r.next_u64() % left.len() as u64) as usize;
                         let flow = left[k].1 .0;
                         let k = left.iter().position(|(_, p)| p.0 == flow).unwrap();
                         let (j, p) = left.remove(k);
-                        let choice = r() % 16;
+                        let choice = r.next_u64() % 16;
                         if (choice == 2 || choice == 3) && left.iter().all(|(jj, _)| *jj > j) {
                             // The oldest held: may go back in order, later.
                             in_order.push(p);
                             continue;
                         }
-                        if in_order.iter().any(|q| q.0 == p.0) || r() % 4 == 0 {
+                        if in_order.iter().any(|q| q.0 == p.0) || r.next_u64() % 4 == 0 {
                             // The deferred ones are the oldest held; a packet of their
                             // flow must not overtake them.
                             w.done_burst(&mut in_order).unwrap();
@@ -356,11 +347,11 @@ fn random_orders_across_flows_lose_and_reorder_nothing() {
     let mut sent = 0u64;
     let mut order = FlowOrder::default();
     let mut out = Vec::new();
-    let mut r = rng(7);
+    let mut r = Rng::new(7);
     let mut input = Vec::new();
     while sent < PACKETS || !input.is_empty() {
         while input.len() < 24 && sent < PACKETS {
-            let f = r() % FLOWS;
+            let f = r.next_u64() % FLOWS;
             input.push((f, next[f as usize]));
             next[f as usize] += 1;
             sent += 1;
@@ -507,7 +498,7 @@ fn threads_reschedule_and_drop_past_older_packets_of_their_flows() {
         .enumerate()
         .map(|(i, mut w)| {
             std::thread::spawn(move || {
-                let mut r = rng(0xfeed + i as u64);
+                let mut r = Rng::new(0xfeed + i as u64);
                 let mut b = Vec::new();
                 loop {
                     let first = w.next_ticket();
@@ -516,7 +507,7 @@ fn threads_reschedule_and_drop_past_older_packets_of_their_flows() {
                     }
                     let mut keep = Vec::new();
                     for (j, p) in b.drain(..).enumerate() {
-                        match r() % 6 {
+                        match r.next_u64() % 6 {
                             0 => w.drop_at(first.nth(j), p).unwrap(),
                             1 | 2 if p.0 < FLOWS => {
                                 w.reschedule_at(first.nth(j), (p.0 + FLOWS, p.1)).unwrap()

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use flowline::distributor::{self, Config, ConfigError, FlushError, JoinError, NoWorkers, Worker};
 
+use crate::support::rng::Rng;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pkt {
     pub(crate) flow: u64,
@@ -474,13 +476,10 @@ fn threads_keep_affinity_order_and_exactly_once() {
         })
         .collect();
     let mut seqs = vec![0u64; flows];
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
     let mut input: Vec<Pkt> = (0..n)
         .map(|id| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let f = (x % flows as u64) as usize;
+            let f = (rng.next_u64() % flows as u64) as usize;
             seqs[f] += 1;
             Pkt {
                 flow: f as u64,

@@ -1,6 +1,12 @@
 //! The distributor and the multi-node layout: behaviour, errors, leaves and panics, and the
 //! migration interleavings step by step.
 
+// Each binary uses part of the shared support code.
+#[allow(dead_code)]
+#[cfg(all(not(loom), feature = "std"))]
+#[path = "../support/mod.rs"]
+mod support;
+
 mod any_order;
 mod batching;
 mod distributor;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use flowline::distributor::{self, Config, ConfigError, JoinError, Worker};
 
 use super::distributor::{recv_all, tag, Checker, Pkt, WAIT};
+use crate::support::rng::Rng;
 
 // ---- workers added at run time and removed for good ------------------------------------
 
@@ -114,13 +115,10 @@ fn workers_added_and_removed_under_load_keep_order_and_exactly_once() {
         })
         .collect();
     let mut seqs = vec![0u64; flows];
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     let mut input: Vec<Pkt> = (0..n)
         .map(|id| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let f = (x % flows as u64) as usize;
+            let f = (rng.next_u64() % flows as u64) as usize;
             seqs[f] += 1;
             Pkt {
                 flow: f as u64,

@@ -9,6 +9,8 @@ use std::cell::RefCell;
 use flowline::distributor::nodes::{self, bucket_of, owner_of, NodesConfig};
 use flowline::distributor::NoWorkers;
 
+use crate::support::nodes_layout::two_nodes_single_calls;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Pkt {
     flow: u64,
@@ -115,18 +117,8 @@ fn a_released_packet_waiting_for_credit_delays_only_its_flow() {
 fn a_reschedule_read_by_a_calls_last_poll_is_not_overtaken_after_the_handover() {
     let g = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
     let u = (0..).find(|&t| owner_of(t, 2) == 1).unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0); // these tests check single calls
-    }
-    let (mut n1, w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 8, hook_tag as fn(&Pkt) -> u64);
     let w1 = std::rc::Rc::new(RefCell::new(w1));
     let mut b = Vec::new();
     // g's handover 0 -> 1 stays pending while node 0's worker holds y.
@@ -189,18 +181,8 @@ fn a_reschedule_read_by_a_calls_last_poll_is_not_overtaken_after_the_handover() 
 fn the_last_worker_leaving_mid_call_gives_a_flows_packets_back_in_order() {
     let g = (0..).find(|&t| owner_of(t, 2) == 1).unwrap();
     let h = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 1,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0); // these tests check single calls
-    }
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, w0)) =
+        two_nodes_single_calls(1, 1, 8, hook_tag as fn(&Pkt) -> u64);
     let w0 = std::rc::Rc::new(RefCell::new(w0));
     let mut b = Vec::new();
     n1.distribute(&mut vec![pkt(g, 0)]).unwrap();
@@ -252,18 +234,8 @@ fn with_no_worker_left_a_reschedule_goes_back_behind_a_released_packet_of_its_fl
     let k = (h + 1..)
         .find(|&t| owner_of(t, 2) == 0 && bucket_of(t) != bucket_of(g))
         .unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 2,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0); // these tests check single calls
-    }
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, w0)) =
+        two_nodes_single_calls(1, 2, 8, hook_tag as fn(&Pkt) -> u64);
     let w0 = std::rc::Rc::new(RefCell::new(w0));
     let mut b = Vec::new();
     // Node 0's worker holds q (flow k).
@@ -331,18 +303,8 @@ fn with_no_worker_left_a_reschedule_goes_back_behind_a_released_packet_of_its_fl
 fn with_no_worker_left_a_reschedule_goes_back_behind_a_bridged_packet_of_its_flow() {
     let h = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
     let k = (h + 1..).find(|&t| owner_of(t, 2) == 0).unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 1,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0); // these tests check single calls
-    }
-    let (mut n1, _w1) = layout.pop().unwrap();
-    let (mut n0, w0) = layout.pop().unwrap();
+    let ((mut n1, _w1), (mut n0, w0)) =
+        two_nodes_single_calls(1, 1, 8, hook_tag as fn(&Pkt) -> u64);
     let w0 = std::rc::Rc::new(RefCell::new(w0));
     let mut b = Vec::new();
     assert_eq!(n0.distribute(&mut vec![pkt(k, 50)]), Ok(1));
@@ -378,18 +340,8 @@ fn with_no_worker_left_a_reschedule_for_another_node_still_goes_to_it() {
     let h = (0..).find(|&t| owner_of(t, 2) == 0).unwrap();
     let k = (h + 1..).find(|&t| owner_of(t, 2) == 0).unwrap();
     let u = (0..).find(|&t| owner_of(t, 2) == 1).unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 1,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0); // these tests check single calls
-    }
-    let (mut n1, _w1) = layout.pop().unwrap();
-    let (mut n0, w0) = layout.pop().unwrap();
+    let ((mut n1, _w1), (mut n0, w0)) =
+        two_nodes_single_calls(1, 1, 8, hook_tag as fn(&Pkt) -> u64);
     let w0 = std::rc::Rc::new(RefCell::new(w0));
     let mut b = Vec::new();
     assert_eq!(n0.distribute(&mut vec![pkt(k, 50)]), Ok(1));

@@ -8,6 +8,8 @@
 use flowline::distributor::nodes::{self, bucket_of, owner_of, NodesConfig};
 use flowline::distributor::Worker;
 
+use crate::support::nodes_layout::{two_nodes, two_nodes_single_calls};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Pkt {
     flow: u64,
@@ -34,21 +36,6 @@ fn resched(flow: u64, seq: u64, then: u64) -> Pkt {
 }
 
 type Node = nodes::NodeDistributor<Pkt, fn(&Pkt) -> u64>;
-
-fn layout(credit: usize, bridge: usize) -> Vec<(Node, Vec<Worker<Pkt>>)> {
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit,
-        bridge,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    // These tests check what single calls do: each publishes what it routed.
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0);
-    }
-    layout
-}
 
 /// One turn of a worker: takes what it was sent and hands it back in order, rescheduling
 /// the packets that ask for it; records the sequence numbers of `g`'s packets it ran.
@@ -107,9 +94,8 @@ fn a_reschedule_waiting_for_the_bridge_is_not_overtaken_after_its_flow_migrates(
     let h = (0..)
         .find(|&t| owner_of(t, 2) == 1 && bucket_of(t) != bucket_of(f) && t != g)
         .unwrap();
-    let mut layout = layout(8, 1);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 1, tag as fn(&Pkt) -> u64);
     let mut b = Vec::new();
     // p1 of f enters at node 1, crosses to node 0 and reaches its worker.
     assert_eq!(n1.distribute(&mut vec![resched(f, 1, g)]), Ok(1));
@@ -149,9 +135,8 @@ fn a_reschedule_on_the_bridge_is_not_overtaken_after_its_flow_migrates() {
     let h = (0..)
         .find(|&t| owner_of(t, 2) == 1 && bucket_of(t) != bucket_of(f) && t != g)
         .unwrap();
-    let mut layout = layout(2, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 2, 8, tag as fn(&Pkt) -> u64);
     let mut b = Vec::new();
     assert_eq!(n1.distribute(&mut vec![resched(f, 1, g)]), Ok(1));
     n0.distribute(&mut Vec::new()).unwrap();
@@ -196,9 +181,8 @@ fn a_reschedule_held_for_a_handover_is_not_overtaken_by_one_made_at_the_old_owne
     let g = (0..)
         .find(|&t| owner_of(t, 2) == 1 && bucket_of(t) != bucket_of(f))
         .unwrap();
-    let mut layout = layout(8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     let mut b = Vec::new();
     // Node 1's worker holds y of g, so g's handover to node 0 stays pending.
     n1.distribute(&mut vec![pkt(g, 0)]).unwrap();
@@ -314,15 +298,7 @@ fn a_reschedule_behind_staged_input_still_ends_the_handover_in_order() {
     let h = (0..)
         .find(|&t| owner_of(t, 2) == 1 && bucket_of(t) != bucket_of(f) && t != g)
         .unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 32,
-        bridge: 4,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) = two_nodes(1, 32, 4, tag as fn(&Pkt) -> u64);
     n1.set_batching(1, 0);
     n0.set_batching(16, 16);
     let mut b = Vec::new();

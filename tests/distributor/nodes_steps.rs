@@ -8,9 +8,10 @@ use std::time::Duration;
 use flowline::distributor::nodes::{
     self, bucket_of, owner_of, MigrateError, NodesConfig, NodesError, BUCKETS,
 };
-use flowline::distributor::{FlushError, NoWorkers, Worker};
+use flowline::distributor::{FlushError, NoWorkers};
 
 use super::nodes::{tag, Pkt, WAIT};
+use crate::support::nodes_layout::{two_nodes, two_nodes_single_calls};
 
 /// A flow owned by node 0, its bucket, and one other flow of each owner.
 fn migrating_flow() -> (u64, usize) {
@@ -25,9 +26,8 @@ fn a_migration_holds_the_flow_at_its_new_owner_until_the_old_one_is_done() {
     let g = (0..)
         .find(|&g| owner_of(g, 2) == 1 && bucket_of(g) != b)
         .unwrap();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     let mut b0 = Vec::new();
     let mut b1 = Vec::new();
     // p0 of f enters at node 0 and reaches node 0's worker, which holds it (stalls).
@@ -85,9 +85,8 @@ fn a_migration_holds_the_flow_at_its_new_owner_until_the_old_one_is_done() {
 #[test]
 fn packets_already_on_the_old_owners_bridge_finish_there_first() {
     let (f, b) = migrating_flow();
-    let mut layout = layout(2, 8, 16);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 16, tag as fn(&Pkt) -> u64);
     // Entering at node 1, packets 0..4 of f cross to node 0's bridge by the old map.
     let mut input: Vec<Pkt> = (0..4).map(|s| pkt(f, s)).collect();
     n1.distribute(&mut input).unwrap();
@@ -123,9 +122,7 @@ fn packets_already_on_the_old_owners_bridge_finish_there_first() {
 #[test]
 fn bad_migrations_are_errors() {
     let (f, b) = migrating_flow();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, _w1) = layout.pop().unwrap();
-    let (mut n0, _w0) = layout.pop().unwrap();
+    let ((mut n1, _w1), (mut n0, _w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     assert_eq!(
         n0.migrate(BUCKETS, 1),
         Err(MigrateError::NoSuchBucket(BUCKETS))
@@ -144,9 +141,8 @@ fn bad_migrations_are_errors() {
 #[test]
 fn a_dropped_old_owner_ends_its_handover_so_the_new_owner_goes_on() {
     let (f, b) = migrating_flow();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     n0.distribute(&mut vec![pkt(f, 0)]).unwrap();
     let mut b0 = Vec::new();
     w0[0].recv_burst(&mut b0, 8).unwrap(); // held by node 0's worker
@@ -159,24 +155,6 @@ fn a_dropped_old_owner_ends_its_handover_so_the_new_owner_goes_on() {
     w1[0].recv_burst(&mut b1, 8).unwrap();
     assert_eq!(b1, [pkt(f, 1)], "released once the old owner is gone");
 }
-
-/// A layout of `nodes` nodes with one worker each.
-fn layout(nodes: usize, credit: usize, bridge: usize) -> Vec<(Node, Vec<Worker<Pkt>>)> {
-    let cfg = NodesConfig {
-        nodes,
-        workers_per_node: 1,
-        credit,
-        bridge,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    // These tests check what single calls do: each publishes what it routed.
-    for (n, _) in &mut layout {
-        n.set_batching(1, 0);
-    }
-    layout
-}
-
-type Node = nodes::NodeDistributor<Pkt, fn(&Pkt) -> u64>;
 
 /// A flow owned by node 1, and one owned by node 0.
 fn flows_by_owner() -> (u64, u64) {
@@ -198,9 +176,8 @@ fn pkt(flow: u64, seq: u64) -> Pkt {
 #[test]
 fn a_full_bridge_leaves_packets_with_the_caller_in_order() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 4, 4);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 4, 4, tag as fn(&Pkt) -> u64);
     // Node 1 does not run yet: its bridge takes 4 packets of flow f1, the rest stay.
     let mut burst: Vec<Pkt> = (0..10).map(|s| pkt(f1, s)).collect();
     burst.insert(3, pkt(f0, 100));
@@ -235,9 +212,8 @@ fn a_full_bridge_leaves_packets_with_the_caller_in_order() {
 #[test]
 fn a_node_whose_workers_stall_delays_only_its_flows() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 4, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 4, 8, tag as fn(&Pkt) -> u64);
     let mut out0 = Vec::new();
     let mut b = Vec::new();
     let mut waiting = Vec::new();
@@ -277,9 +253,7 @@ fn a_node_whose_workers_stall_delays_only_its_flows() {
 #[test]
 fn a_node_without_workers_gives_its_flows_packets_back() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, _w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, _w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     w1.pop().unwrap().leave(Vec::new()).unwrap();
     // Node 0 sends two packets of f1 to node 1 over the bridge.
     let mut burst = vec![pkt(f1, 1), pkt(f1, 2)];
@@ -301,9 +275,7 @@ fn a_node_without_workers_gives_its_flows_packets_back() {
 #[test]
 fn a_flush_waits_for_the_other_nodes_and_times_out_without_loss() {
     let (_f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, _w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, _w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     n0.distribute(&mut vec![pkt(f1, 1)]).unwrap();
     // Node 0 holds nothing, but the packet has not come back anywhere: no flush ends.
     assert_eq!(n0.held(), 0);
@@ -357,7 +329,16 @@ fn ownership_is_spread_and_agrees_with_the_nodes() {
         "{counts:?}"
     );
     assert!((0..100).all(|t| owner_of(t, 1) == 0));
-    let layout = layout(3, 8, 8);
+    let cfg = NodesConfig {
+        nodes: 3,
+        workers_per_node: 1,
+        credit: 8,
+        bridge: 8,
+    };
+    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
+    for (n, _) in &mut layout {
+        n.set_batching(1, 0);
+    }
     for t in 0..300 {
         let owners: Vec<usize> = layout
             .iter()
@@ -371,9 +352,8 @@ fn ownership_is_spread_and_agrees_with_the_nodes() {
 #[test]
 fn a_reschedule_read_by_collect_goes_out_before_later_input() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
     let mut b = Vec::new();
     w0[0].recv_burst(&mut b, 8).unwrap();
@@ -396,9 +376,8 @@ fn a_reschedule_read_by_collect_goes_out_before_later_input() {
 #[test]
 fn a_reschedule_for_a_dropped_node_goes_back_to_the_caller() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    drop(layout.pop().unwrap());
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let (ends1, (mut n0, mut w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
+    drop(ends1);
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
     let mut b = Vec::new();
     w0[0].recv_burst(&mut b, 8).unwrap();
@@ -461,14 +440,8 @@ fn panicking_tag_run(migrate: bool) {
     let mut panicked_somewhere = 0;
     let step = if cfg!(miri) { 60 } else { 1 };
     for k in (0..120u64).step_by(step) {
-        let cfg = NodesConfig {
-            nodes: 2,
-            workers_per_node: 1,
-            credit: 2,
-            bridge: 2,
-        };
-        let layout = nodes::new(cfg, panicky_tag as fn(&Pkt) -> u64).unwrap();
-        let mut ends: Vec<_> = layout.into_iter().collect();
+        let (ends1, ends0) = two_nodes(1, 2, 2, panicky_tag as fn(&Pkt) -> u64);
+        let mut ends = vec![ends0, ends1];
         // 12 packets entering at each node; every third is rescheduled to a flow of the
         // other owner by the worker that gets it.
         let mut input: Vec<Vec<Pkt>> = (0..2)
@@ -552,9 +525,8 @@ fn panicking_tag_run(migrate: bool) {
 #[test]
 fn a_flush_never_swallows_a_reschedule_for_a_dropped_node() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    drop(layout.pop().unwrap());
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let (ends1, (mut n0, mut w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
+    drop(ends1);
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
     let mut b = Vec::new();
     w0[0].recv_burst(&mut b, 8).unwrap();
@@ -578,9 +550,7 @@ fn a_flush_never_swallows_a_reschedule_for_a_dropped_node() {
 #[test]
 fn no_workers_gives_a_flows_backlog_back_before_its_later_input() {
     let (f0, _f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, _w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, _w1), (mut n0, mut w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     n0.distribute(&mut vec![pkt(f0, 1)]).unwrap();
     // A packet of node 0's flow enters at node 1 and crosses.
     let mut x = pkt(f0, 100);
@@ -602,9 +572,8 @@ fn no_workers_gives_a_flows_backlog_back_before_its_later_input() {
 #[test]
 fn a_reschedule_read_with_no_worker_left_still_goes_first() {
     let (f0, f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) =
+        two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     n0.distribute(&mut vec![pkt(f0, 0)]).unwrap();
     let mut w = w0.pop().unwrap();
     let mut b = Vec::new();
@@ -626,9 +595,7 @@ fn a_reschedule_read_with_no_worker_left_still_goes_first() {
 #[test]
 fn a_dropped_node_counts_what_it_held_so_the_others_can_flush() {
     let (f0, _f1) = flows_by_owner();
-    let mut layout = layout(2, 8, 8);
-    let (mut n1, _w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, _w1), (mut n0, mut w0)) = two_nodes_single_calls(1, 8, 8, tag as fn(&Pkt) -> u64);
     n0.distribute(&mut (0..4).map(|s| pkt(f0, s)).collect())
         .unwrap();
     let mut w = w0.pop().unwrap();
@@ -658,15 +625,7 @@ fn a_reschedule_does_not_overtake_an_older_one_released_by_a_handover() {
     let z = (0..)
         .find(|&t| owner_of(t, 2) == 1 && t != f && bucket_of(t) != bucket_of(g))
         .unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 2,
-        credit: 1,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, mut w0)) = two_nodes(2, 1, 8, tag as fn(&Pkt) -> u64);
     let mut b = Vec::new();
     // Node 0's worker holds a packet of g, so g's handover to node 1 stays pending.
     n0.distribute(&mut vec![pkt(g, 0)]).unwrap();
@@ -799,15 +758,7 @@ fn packets_held_for_a_handover_are_released_in_the_order_they_were_read_across_s
 fn a_reschedule_read_before_a_bridged_packet_of_its_flow_goes_first() {
     let t = (0..).find(|&f| owner_of(f, 2) == 1).unwrap();
     let u = (0..).find(|&f| owner_of(f, 2) == 1 && f != t).unwrap();
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 2,
-        credit: 1,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    let (mut n1, mut w1) = layout.pop().unwrap();
-    let (mut n0, _w0) = layout.pop().unwrap();
+    let ((mut n1, mut w1), (mut n0, _w0)) = two_nodes(2, 1, 8, tag as fn(&Pkt) -> u64);
     let mut b = Vec::new();
     n1.distribute(&mut vec![pkt(t, 0)]).unwrap();
     n1.distribute(&mut vec![pkt(u, 0)]).unwrap();
@@ -869,15 +820,7 @@ fn a_light_call_spreads_new_flows_over_the_workers() {
 /// Input staged for a bridge is held by the node: `held` counts it.
 #[test]
 fn held_counts_input_staged_for_a_bridge() {
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 32,
-        bridge: 64,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    let (_n1, _w1) = layout.pop().unwrap();
-    let (mut n0, _w0) = layout.pop().unwrap();
+    let ((_n1, _w1), (mut n0, _w0)) = two_nodes(1, 32, 64, tag as fn(&Pkt) -> u64);
     n0.set_batching(16, 16);
     let (f0, f1) = flows_by_owner();
     let mut input: Vec<Pkt> = (0..15).map(|i| pkt(f1, i)).collect();
@@ -895,15 +838,7 @@ fn held_counts_input_staged_for_a_bridge() {
 /// lane's.
 #[test]
 fn hold_zero_publishes_a_bridge_batch_at_the_end_of_the_call() {
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 32,
-        bridge: 64,
-    };
-    let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
-    let (_n1, _w1) = layout.pop().unwrap();
-    let (mut n0, mut w0) = layout.pop().unwrap();
+    let ((_n1, _w1), (mut n0, mut w0)) = two_nodes(1, 32, 64, tag as fn(&Pkt) -> u64);
     n0.set_batching(16, 0);
     let (f0, f1) = flows_by_owner();
     let mut input: Vec<Pkt> = (0..15).map(|i| pkt(f1, i)).collect();

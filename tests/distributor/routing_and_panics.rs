@@ -8,6 +8,8 @@ use std::time::Duration;
 use flowline::distributor::{self, Config, FlushError};
 
 use super::distributor::recv_all;
+use crate::support::nodes_layout::two_nodes;
+use crate::support::rng::Rng;
 
 /// Every packet goes where the routing rules say, checked against a model over thousands
 /// of pseudo-random steps with 4 workers completing at different paces: a flow with
@@ -30,13 +32,8 @@ fn each_packet_goes_to_the_worker_the_routing_rules_pick() {
     .unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+    let mut next = move |n: u64| rng.next_u64() % n;
     // The model: each worker's outstanding packets (tags, in the order sent).
     let mut out: Vec<VecDeque<u64>> = vec![VecDeque::new(); WORKERS];
     let mut held: Vec<Vec<(u64, u64)>> = vec![Vec::new(); WORKERS];
@@ -256,16 +253,7 @@ fn drop_panicking_in_order<S: distributor::Schedule<Bomb>>(
 /// ends (it could only time out).
 #[test]
 fn a_node_dropping_a_panicking_bridge_packet_lets_the_others_flush() {
-    use flowline::distributor::nodes::{self, NodesConfig};
-    let config = NodesConfig {
-        nodes: 2,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
-    let mut layout = nodes::new(config, |p: &Bomb| p.0).unwrap();
-    let (n1, w1) = layout.pop().unwrap();
-    let (mut n0, _w0) = layout.pop().unwrap();
+    let ((n1, w1), (mut n0, _w0)) = two_nodes(1, 8, 8, |p: &Bomb| p.0);
     let f1 = (0..).find(|&t| n0.owner(t) == 1).unwrap();
     // Over the bridge to node 1, which never reads it.
     n0.distribute(&mut vec![Bomb(f1, true)]).unwrap();

@@ -9,15 +9,7 @@ use std::time::{Duration, Instant};
 
 use flowline::fifo::mpsc;
 
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
+use crate::support::rng::Rng;
 
 /// Items are `producer << 48 | sequence`.
 fn run(producers: u64, per_producer: u64, cap: usize) {
@@ -26,12 +18,12 @@ fn run(producers: u64, per_producer: u64, cap: usize) {
         .map(|p| {
             let mut tx = tx.clone();
             std::thread::spawn(move || {
-                let mut r = rng(0x5151 + p);
+                let mut r = Rng::new(0x5151 + p);
                 let mut buf = [0u64; 32];
                 let mut next = 0u64;
                 while next < per_producer {
-                    let want = (1 + r() % 32).min(per_producer - next) as usize;
-                    let sent = match r() % 3 {
+                    let want = (1 + r.next_u64() % 32).min(per_producer - next) as usize;
+                    let sent = match r.next_u64() % 3 {
                         0 => {
                             for (i, b) in buf[..want].iter_mut().enumerate() {
                                 *b = p << 48 | (next + i as u64);

@@ -8,26 +8,17 @@ use std::time::{Duration, Instant};
 
 use flowline::fifo::spsc;
 
-/// xorshift64: cheap, deterministic per-thread burst sizes.
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
+use crate::support::rng::Rng;
 
 fn run_pair(n: u64, cap: usize, seed: u64) {
     let (mut tx, mut rx) = spsc::channel::<u64>(cap).unwrap();
     let producer = std::thread::spawn(move || {
-        let mut r = rng(seed);
+        let mut r = Rng::new(seed);
         let mut buf = [0u64; 64];
         let mut next = 0u64;
         while next < n {
-            let want = (1 + r() % 64).min(n - next) as usize;
-            match r() % 3 {
+            let want = (1 + r.next_u64() % 64).min(n - next) as usize;
+            match r.next_u64() % 3 {
                 0 => {
                     for (i, b) in buf[..want].iter_mut().enumerate() {
                         *b = next + i as u64;
@@ -56,13 +47,13 @@ fn run_pair(n: u64, cap: usize, seed: u64) {
             }
         }
     });
-    let mut r = rng(seed.rotate_left(17));
+    let mut r = Rng::new(seed.rotate_left(17));
     let mut buf = [0u64; 64];
     let mut expect = 0u64;
     let deadline = Instant::now() + Duration::from_secs(300);
     while expect < n {
-        let want = (1 + r() % 64) as usize;
-        let got = match r() % 3 {
+        let want = (1 + r.next_u64() % 64) as usize;
+        let got = match r.next_u64() % 3 {
             0 => {
                 let k = rx.pop_burst(&mut buf[..want]);
                 buf[..k].to_vec()
@@ -199,10 +190,10 @@ fn niche_boxed_packets_random_ops() {
     for (cap, seed) in [(8usize, 7u64), (1024, 11)] {
         let (mut tx, mut rx) = niche::channel::<Box<u64>>(cap).unwrap();
         let producer = std::thread::spawn(move || {
-            let mut r = rng(seed);
+            let mut r = Rng::new(seed);
             let mut next = 0u64;
             while next < n {
-                let x = r();
+                let x = r.next_u64();
                 let k = ((x >> 8) % 40).min(n - next) as usize;
                 let sent = match x % 3 {
                     0 => u64::from(tx.push(Box::new(next)).is_ok()),
@@ -226,7 +217,7 @@ fn niche_boxed_packets_random_ops() {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(120);
-        let mut r = rng(seed ^ 0xff);
+        let mut r = Rng::new(seed ^ 0xff);
         let mut expect = 0u64;
         let mut buf = Vec::with_capacity(64);
         while expect < n {
@@ -234,7 +225,7 @@ fn niche_boxed_packets_random_ops() {
                 Instant::now() < deadline,
                 "niche stress stalled at {expect}"
             );
-            let x = r();
+            let x = r.next_u64();
             let k = ((x >> 8) % 40) as usize;
             buf.clear();
             match x % 3 {

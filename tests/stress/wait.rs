@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use flowline::fifo::{mpsc, spsc};
 use flowline::wait::{WaitError, WaitStrategy};
 
+use crate::support::rng::Rng;
+
 fn cycles() -> u64 {
     if cfg!(miri) {
         return 200;
@@ -39,32 +41,26 @@ fn the_membarrier_opt_out_is_honoured() {
 /// A wait that must not time out unless a wake-up was lost.
 const LONG: Duration = Duration::from_secs(30);
 
-/// xorshift64.
-struct Rng(u64);
+/// The shared xorshift64, seeded with exact states (`Rng::from_state`: the seeds here
+/// are used as they are, even ones included), with this file's draws.
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
     /// A random strategy, mostly ones that sleep soon.
     fn strategy(&mut self) -> WaitStrategy {
-        match self.next() % 8 {
+        match self.next_u64() % 8 {
             0 => WaitStrategy::SpinYield { spins: 16 },
             1 => WaitStrategy::default(),
             _ => WaitStrategy::SpinPark {
-                spins: (self.next() % 4) as u32,
-                yields: (self.next() % 2) as u32,
+                spins: (self.next_u64() % 4) as u32,
+                yields: (self.next_u64() % 2) as u32,
             },
         }
     }
     /// A random short delay: nothing, a few spins, or (rarely) a yield.
     fn delay(&mut self) {
-        match self.next() % 16 {
+        match self.next_u64() % 16 {
             0..=7 => {}
             8..=14 => {
-                for _ in 0..self.next() % 256 {
+                for _ in 0..self.next_u64() % 256 {
                     std::hint::spin_loop();
                 }
             }
@@ -82,7 +78,7 @@ fn spsc_waits_both_ways_lose_no_wake_up() {
     for (cap, seed) in [(1, 1u64), (2, 2), (4, 3)] {
         let (mut tx, mut rx) = spsc::waitable::<u64>(cap).unwrap();
         let p = std::thread::spawn(move || {
-            let mut r = Rng(seed * 0x9e37_79b9);
+            let mut r = Rng::from_state(seed * 0x9e37_79b9);
             for i in 0..n / 3 {
                 if i % 64 == 0 {
                     tx.set_wait_strategy(r.strategy());
@@ -95,7 +91,7 @@ fn spsc_waits_both_ways_lose_no_wake_up() {
                 }
             }
         });
-        let mut r = Rng(seed * 0x7f4a_7c15);
+        let mut r = Rng::from_state(seed * 0x7f4a_7c15);
         let mut out = Vec::new();
         let mut next = 0;
         while next < n / 3 {
@@ -131,7 +127,7 @@ fn mpsc_waits_both_ways_lose_no_wake_up() {
         .map(|id| {
             let mut tx = tx.clone();
             std::thread::spawn(move || {
-                let mut r = Rng(0x1234_5678 + id);
+                let mut r = Rng::from_state(0x1234_5678 + id);
                 for i in 0..n / 2 {
                     if i % 64 == 0 {
                         tx.set_wait_strategy(r.strategy());
@@ -143,7 +139,7 @@ fn mpsc_waits_both_ways_lose_no_wake_up() {
         })
         .collect();
     drop(tx);
-    let mut r = Rng(0xdead_beef);
+    let mut r = Rng::from_state(0xdead_beef);
     let mut next = [0u64; 2];
     loop {
         if (next[0] + next[1]) % 64 == 0 {

@@ -1,7 +1,15 @@
 //! Code shared by the test binaries: sequential models of the distributor (atomic and
-//! ordered) and of the multi-node layout, and wakers that count.
+//! ordered) and of the multi-node layout, two-node layouts, wakers that count, and the
+//! tests' pseudo-random generator.
 
+#[cfg(feature = "std")]
 pub mod dist_model;
+#[cfg(feature = "std")]
+pub mod nodes_layout;
+#[cfg(feature = "std")]
 pub mod nodes_model;
+#[cfg(feature = "std")]
 pub mod ordered_model;
+pub mod rng;
+#[cfg(feature = "std")]
 pub mod waker;

@@ -14,18 +14,8 @@ use crate::support;
 
 use flowline::fifo::{mpsc, spsc};
 use flowline::wait::{block_on, waker_panics, WaitError, WaitStrategy};
+use support::rng::Rng;
 use support::waker::{counting, REGISTER_AT_ONCE};
-
-/// xorshift64 for random delays.
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
 
 fn delay(r: u64) {
     match r % 8 {
@@ -224,16 +214,16 @@ fn stress_wait_wake_cycles_both_directions() {
     };
     let (mut tx, mut rx) = spsc::waitable::<u32>(2).unwrap();
     let p = std::thread::spawn(move || {
-        let mut r = rng(3);
+        let mut r = Rng::new(3);
         for i in 0..n {
             block_on(tx.push_async(i)).unwrap();
-            delay(r());
+            delay(r.next_u64());
         }
     });
-    let mut r = rng(5);
+    let mut r = Rng::new(5);
     for i in 0..n {
         assert_eq!(block_on(rx.pop_async()), Ok(i));
-        delay(r());
+        delay(r.next_u64());
     }
     p.join().unwrap();
     assert_eq!(block_on(rx.pop_async()), Err(WaitError::Disconnected));
@@ -248,11 +238,11 @@ fn mpsc_two_async_producers_and_a_burst_consumer() {
         .map(|p| {
             let mut tx = tx.clone();
             std::thread::spawn(move || {
-                let mut r = rng(u64::from(p) + 11);
+                let mut r = Rng::new(u64::from(p) + 11);
                 for i in 0..n {
                     block_on(tx.push_async(p * n + i)).unwrap();
-                    if r() % 4 == 0 {
-                        delay(r());
+                    if r.next_u64() % 4 == 0 {
+                        delay(r.next_u64());
                     }
                 }
             })
