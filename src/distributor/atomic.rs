@@ -9,14 +9,15 @@
 //! the backlog; a call's routing pass over new input is in
 //! [`distribute`](super::distribute).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
 use core::fmt;
 
+use super::admission::sealed::Admitting;
+use super::admission::AdmitAll;
 use super::flows::{FlowTable, TagHasher};
 use super::lanes::{probe_offset, Lane, Pick, Router, PROBE_STEP};
-use super::ownership::Ownership;
 use super::schedule::sealed::Scheduling;
 use super::Distributor;
 
@@ -25,7 +26,7 @@ use super::Distributor;
 /// tag function `F`) go to one worker at a time, in order; see the
 /// [module documentation](crate::distributor). `Distributor<T>` names the atomic
 /// distributor with a boxed tag function ([`BoxTag`](crate::distributor::BoxTag)).
-pub struct Atomic<F> {
+pub struct Atomic<F, A = AdmitAll> {
     pub(super) tag: F,
     pub(super) flows: FlowTable,
     /// Tags refused in the current routing pass (their worker is out of credit): later
@@ -35,58 +36,47 @@ pub struct Atomic<F> {
     pub(super) check_order: bool,
     /// Scratch for the backlog's tags ([`tag_backlog`](Distributor::tag_backlog)).
     pub(super) backlog_tags: Vec<u64>,
-    /// Multi-node layout only: packets waiting at the node to be placed (a bridge's
-    /// packets waiting for credit, packets a handover released), as tag -> the earliest
-    /// `epoch` at which one of them arrived (0: before any reschedule). A backlog packet
-    /// read by a later poll waits behind them (invariant 4: a reschedule goes before what
-    /// arrives after it, and after what arrived before it). Set by the node before each
-    /// routing step while its backlog is not empty; empty otherwise.
-    pub(super) behind: HashMap<u64, u64, BuildHasherDefault<TagHasher>>,
-    /// Tags of backlog packets kept behind `behind` in this routing step, with the
-    /// earliest poll that read one: input of such a tag that arrived at or after that poll
-    /// waits too (it is newer); input that arrived before does not.
-    pub(super) held_back: HashMap<u64, u64, BuildHasherDefault<TagHasher>>,
-    /// Multi-node layout only: tags whose packets wait in the node's queue of released
-    /// packets (set by the node before it places another queue, empty otherwise). Input
-    /// of such a tag waits behind them: it is newer.
-    pub(super) wait_first: HashSet<u64, BuildHasherDefault<TagHasher>>,
-    /// Set when this distributor is one node of a multi-node layout
-    /// ([`nodes`](crate::distributor::nodes)): which tags it owns. Rescheduled packets of
-    /// tags owned by another node are not routed here but moved to the distributor's
-    /// `exported`, in order, for the node to send over its bridge.
-    pub(super) ownership: Option<Ownership>,
+    /// Which packets a routing pass places now ([`AdmitAll`] on its own; a node's
+    /// admission in the multi-node layout).
+    pub(super) admit: A,
 }
 
 impl<F> Atomic<F> {
-    /// The schedule of a new distributor, with tag function `tag`.
+    /// The schedule of a new distributor on its own, with tag function `tag`.
     pub(super) fn new(tag: F) -> Self {
+        Atomic::with_admission(tag, AdmitAll)
+    }
+}
+
+impl<F, A> Atomic<F, A> {
+    /// The schedule of a new distributor with tag function `tag` and admission `admit`.
+    pub(super) fn with_admission(tag: F, admit: A) -> Self {
         Atomic {
             tag,
             flows: FlowTable::default(),
             blocked: HashSet::default(),
             check_order: true,
             backlog_tags: Vec::new(),
-            behind: HashMap::default(),
-            held_back: HashMap::default(),
-            wait_first: HashSet::default(),
-            ownership: None,
+            admit,
         }
     }
 }
 
-impl<F> fmt::Debug for Atomic<F> {
+impl<F, A: fmt::Debug> fmt::Debug for Atomic<F, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Atomic")
             .field("flows", &self.flows.len())
             .field("check_order", &self.check_order)
+            .field("admit", &self.admit)
             .finish_non_exhaustive()
     }
 }
 
 #[allow(private_interfaces)] // sealed: nameable only inside the crate
-impl<T, F> Scheduling<T> for Atomic<F>
+impl<T, F, A> Scheduling<T> for Atomic<F, A>
 where
     F: FnMut(&T) -> u64,
+    A: Admitting<T>,
 {
     #[inline(always)]
     fn is_ordered(&self) -> bool {
@@ -96,9 +86,7 @@ where
     #[inline(always)]
     fn route_call(d: &mut Distributor<T, Self>, pkts: &mut Vec<T>) -> usize {
         // Only a node's own steps wait behind its queues.
-        if !d.sched.behind.is_empty() {
-            d.sched.behind.clear();
-        }
+        d.sched.admit.own_call();
         d.route_input(pkts, &mut 0, u64::MAX)
     }
 
@@ -196,9 +184,10 @@ where
     }
 }
 
-impl<T, F> Distributor<T, Atomic<F>>
+impl<T, F, A> Distributor<T, Atomic<F, A>>
 where
     F: FnMut(&T) -> u64,
+    A: Admitting<T>,
 {
     /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
     /// lookup per packet.
@@ -233,29 +222,11 @@ where
                 .backlog_at
                 .pop_front()
                 .expect("in step with the backlog");
-            if self
-                .sched
-                .ownership
-                .as_ref()
-                .is_some_and(|o| !o.routes_here(t))
-            {
-                // A reschedule to a tag another node owns: that node routes it.
-                self.exported.push(p);
-                self.exported_at.push(at);
+            let Some(p) = self.sched.admit.try_export(t, p, at) else {
                 continue;
-            }
-            let keep = if !self.sched.blocked.is_empty() && self.sched.blocked.contains(&t) {
-                Some(p)
-            } else if self
-                .sched
-                .behind
-                .get(&t)
-                .is_some_and(|&arrived| arrived < at)
-            {
-                // Read after older packets of its flow reached the node, and they still
-                // wait there: it goes after them.
-                let h = self.sched.held_back.entry(t).or_insert(at);
-                *h = (*h).min(at);
+            };
+            let blocked = !self.sched.blocked.is_empty() && self.sched.blocked.contains(&t);
+            let keep = if blocked || self.sched.admit.holds_backlog(t, at) {
                 Some(p)
             } else {
                 match self.route(p, t) {
@@ -294,26 +265,22 @@ where
     pub(crate) fn route_polled(&mut self) {
         if self.active > 0 {
             self.sched.blocked.clear();
-            self.sched.held_back.clear();
+            self.sched.admit.begin_pass();
             self.route_backlog();
             self.push_staged(false, self.publish_all);
-        } else if self.sched.ownership.is_some() {
+        } else {
             // No worker to route to, but reschedules to other nodes' tags still go there
             // first (the rest of the backlog goes back with `NoWorkers`).
             let tags = self.tag_backlog();
-            let o = self.sched.ownership.as_ref().expect("matched above");
             for &t in &tags {
                 let p = self.backlog.pop_front().expect("counted");
                 let at = self
                     .backlog_at
                     .pop_front()
                     .expect("in step with the backlog");
-                if o.routes_here(t) {
+                if let Some(p) = self.sched.admit.try_export(t, p, at) {
                     self.backlog.push_back(p);
                     self.backlog_at.push_back(at);
-                } else {
-                    self.exported.push(p);
-                    self.exported_at.push(at);
                 }
             }
             self.sched.backlog_tags = tags;

@@ -263,10 +263,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 }
 
-impl<T, F> Distributor<T, Atomic<F>>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, F, A> Distributor<T, Atomic<F, A>> {
     /// Turns the hand-back order check (see [`distribute`](Self::distribute)'s panics) on
     /// or off; it is on by default. The check compares the tag of a packet handed back with
     /// the tag of the packet sent at that position, so it needs the tag to be the same when

@@ -2,17 +2,23 @@
 //! their credit, stages them per lane under load and publishes a lane's batch with one
 //! index store, and reads the lanes' returns that are due.
 
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+
 use crate::counter::GroupHandle;
 
+use super::admission::sealed::Admitting;
 use super::atomic::Atomic;
 use super::config::NoWorkers;
+use super::flows::TagHasher;
 use super::lanes::{Lane, Router};
 use super::schedule::Schedule;
 use super::{ownership, Distributor, ACCEPTED, BACKPRESSURED, FLOW_TABLE_SOFT_LIMIT};
 
-impl<T, F> Distributor<T, Atomic<F>>
+impl<T, F, A> Distributor<T, Atomic<F, A>>
 where
     F: FnMut(&T) -> u64,
+    A: Admitting<T>,
 {
     /// Whether a flow of ownership bucket `bucket` has a packet at a worker (sent, staged
     /// or held by a leaving worker, and not handed back): a scan of the flow table.
@@ -89,98 +95,48 @@ where
         if !self.sched.blocked.is_empty() {
             self.sched.blocked.clear();
         }
-        if !self.sched.held_back.is_empty() {
-            self.sched.held_back.clear();
-        }
+        self.sched.admit.begin_pass();
         self.route_backlog();
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
         // `scratch` is only ever an emptied input (or new after a panic): `accepted` below
         // counts on `pkts` starting empty.
         debug_assert!(pkts.is_empty());
-        let accepted: u64;
-        {
-            let len = input.len();
-            let mut g = PutBack {
-                rest: input.drain(..),
-                next: 0,
-                pkts,
-                stats: &mut self.stats,
-                finished: false,
-            };
-            let mut kept_old = 0;
-            // Whether any packet may have to wait (checked once here). An unfiltered pass
-            // runs the fast loop until the first packet refused for credit (whose tag then
-            // joins `blocked`), then the filtering loop for the rest.
-            let Self {
-                lanes,
-                pick,
-                credit,
-                batch,
-                publish_all,
-                sched,
-                ..
-            } = self;
-            let Atomic {
-                tag,
-                flows,
-                blocked,
-                wait_first,
-                held_back,
-                ..
-            } = sched;
-            let filtering = !blocked.is_empty() || !wait_first.is_empty() || !held_back.is_empty();
-            let mut router = Router {
-                lanes,
-                flows,
-                pick: *pick,
-                credit: *credit,
-                slack: if *publish_all { 0 } else { *batch - 1 },
-            };
-            if !filtering {
-                // The common case, in a loop of its own that keeps fewer values live: no
-                // packet has to wait until one finds no credit.
-                while let Some(first) = g.rest.as_slice().first() {
-                    // Tagged in place: if `tag` panics, the packet is still in the drain
-                    // and goes back.
-                    let t = tag(first);
-                    let Some(p) = g.rest.next() else { break };
-                    g.next += 1;
-                    if let Err(p) = router.route(p, t) {
-                        blocked.insert(t);
-                        g.pkts.push(p);
-                        kept_old += usize::from(g.next <= *old);
-                        break;
-                    }
-                }
-            }
-            while let Some(first) = g.rest.as_slice().first() {
-                // As above: tagged in place.
-                let t = tag(first);
-                let Some(p) = g.rest.next() else { break };
-                let is_old = g.next < *old;
-                g.next += 1;
-                let came = if is_old { 0 } else { arrived };
-                if blocked.contains(&t)
-                    || wait_first.contains(&t)
-                    || held_back.get(&t).is_some_and(|&read| read <= came)
-                {
-                    g.pkts.push(p);
-                    kept_old += usize::from(is_old);
-                    continue;
-                }
-                if let Err(p) = router.route(p, t) {
-                    blocked.insert(t);
-                    g.pkts.push(p);
-                    kept_old += usize::from(is_old);
-                }
-            }
-            *pick = router.pick;
-            g.finished = true;
-            // Every packet taken was routed or went back onto `pkts` (empty at the start).
-            accepted = (len - g.pkts.len()) as u64;
-            *old = kept_old;
-        }
+        let len = input.len();
+        let g = PutBack {
+            rest: input.drain(..),
+            next: 0,
+            pkts,
+            stats: &mut self.stats,
+            finished: false,
+        };
+        let Self {
+            lanes,
+            pick,
+            credit,
+            batch,
+            publish_all,
+            sched,
+            ..
+        } = self;
+        let Atomic {
+            tag,
+            flows,
+            blocked,
+            admit,
+            ..
+        } = sched;
+        let mut router = Router {
+            lanes,
+            flows,
+            pick: *pick,
+            credit: *credit,
+            slack: if *publish_all { 0 } else { *batch - 1 },
+        };
+        *old = route_pass(g, &mut router, tag, blocked, admit, *old, arrived);
+        *pick = router.pick;
+        // Every packet taken was routed or went back onto `pkts` (empty at the start).
+        let accepted = (len - pkts.len()) as u64;
         self.scratch = input;
         self.end_call(accepted, pkts.len() as u64);
         accepted as usize
@@ -277,6 +233,67 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         all.append(pkts);
         *pkts = all;
     }
+}
+
+/// The routing pass over new input of [`route_input`](Distributor::route_input): takes
+/// packets from `g` in order and routes them with `router`, or puts them back (their
+/// worker has no credit, their flow is blocked in this pass, or the admission holds them);
+/// returns how many of the first `old` packets went back. The guard `g` ends here.
+#[inline(always)]
+fn route_pass<T, F, A>(
+    mut g: PutBack<'_, '_, T>,
+    router: &mut Router<'_, T>,
+    tag: &mut F,
+    blocked: &mut HashSet<u64, BuildHasherDefault<TagHasher>>,
+    admit: &A,
+    old: usize,
+    arrived: u64,
+) -> usize
+where
+    F: FnMut(&T) -> u64,
+    A: Admitting<T>,
+{
+    let mut kept_old = 0;
+    // Whether any packet may have to wait (checked once here). An unfiltered pass runs the
+    // fast loop until the first packet refused for credit (whose tag then joins `blocked`),
+    // then the filtering loop for the rest.
+    if blocked.is_empty() && !admit.may_hold() {
+        // The common case, in a loop of its own that keeps fewer values live: no packet
+        // has to wait until one finds no credit.
+        while let Some(first) = g.rest.as_slice().first() {
+            // Tagged in place: if `tag` panics, the packet is still in the drain and goes
+            // back.
+            let t = tag(first);
+            let Some(p) = g.rest.next() else { break };
+            g.next += 1;
+            if let Err(p) = router.route(p, t) {
+                blocked.insert(t);
+                g.pkts.push(p);
+                kept_old += usize::from(g.next <= old);
+                break;
+            }
+        }
+    }
+    while let Some(first) = g.rest.as_slice().first() {
+        // As above: tagged in place.
+        let t = tag(first);
+        let Some(p) = g.rest.next() else { break };
+        let is_old = g.next < old;
+        g.next += 1;
+        let came = if is_old { 0 } else { arrived };
+        if blocked.contains(&t) || admit.holds_input(t, came) {
+            g.pkts.push(p);
+            kept_old += usize::from(is_old);
+            continue;
+        }
+        if let Err(p) = router.route(p, t) {
+            blocked.insert(t);
+            g.pkts.push(p);
+            kept_old += usize::from(is_old);
+        }
+    }
+    g.finished = true;
+    kept_old
 }
 
 /// Owns the input packets not yet taken (the rest of a drain of the input); puts them back

@@ -68,8 +68,8 @@ const MIN_SLOTS: usize = 16;
 /// tag -> flow: open addressing with linear probing, at most half full, the slot picked by
 /// the top bits of a Fibonacci hash of the tag. A hit costs a multiplication, a shift and
 /// usually one compare (fewer instructions than `HashMap`'s SIMD group probe:
-/// `docs/performance-notes.md`, section 12). Entries are never removed one by one, only by [`prune_idle`]'s rebuild, so
-/// no tombstones are needed.
+/// `docs/performance-notes.md`, section 12). Entries are never removed one by one, only by
+/// [`prune_idle`]'s rebuild, so no tombstones are needed.
 ///
 /// [`prune_idle`]: FlowTable::prune_idle
 pub(crate) struct FlowTable {

@@ -128,6 +128,7 @@
 //! }
 //! ```
 
+mod admission;
 mod atomic;
 mod config;
 mod distribute;
@@ -135,6 +136,7 @@ mod flows;
 mod handbacks;
 mod lanes;
 mod membership;
+mod node_view;
 pub mod nodes;
 mod ordered;
 mod ownership;
@@ -160,6 +162,7 @@ pub use registry::{WorkerInfo, WorkerRegistry};
 use worker::WORKER_FIELDS;
 pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
+pub use admission::AdmitAll;
 pub use atomic::Atomic;
 pub use config::{Config, ConfigError, FlushError, JoinError, NoWorkers};
 use lanes::{Lane, Pick};
@@ -268,11 +271,6 @@ pub struct Distributor<T, S = Atomic<BoxTag<T>>> {
     /// How [`distribute_wait`](Distributor::distribute_wait) and
     /// [`collect_wait`](Distributor::collect_wait) wait.
     strategy: WaitStrategy,
-    /// Multi-node layout only: rescheduled packets of tags another node owns, in order,
-    /// for the node to send over its bridge.
-    exported: Vec<T>,
-    /// In step with `exported`: the poll that read each of them (its `backlog_at`).
-    exported_at: Vec<u64>,
     /// Packets a lane publishes at once (at most half the credit, at least 1).
     batch: u64,
     /// Calls a staged packet may wait for its batch.
@@ -352,6 +350,20 @@ where
     build(config, Atomic::new(tag))
 }
 
+/// [`new`] with admission `admit` (a node's, in the multi-node layout).
+#[allow(clippy::type_complexity)]
+pub(crate) fn new_admitted<T, F, A>(
+    config: Config,
+    tag: F,
+    admit: A,
+) -> Result<(Distributor<T, Atomic<F, A>>, Vec<Worker<T>>), ConfigError>
+where
+    F: FnMut(&T) -> u64,
+    A: admission::sealed::Admitting<T>,
+{
+    build(config, Atomic::with_admission(tag, admit))
+}
+
 /// A distributor with schedule `sched`, and its `config.workers` workers.
 #[allow(clippy::type_complexity)]
 fn build<T, S: Schedule<T>>(
@@ -399,8 +411,6 @@ fn build<T, S: Schedule<T>>(
         wake,
         naps: (Duration::from_millis(1), Duration::from_millis(8)),
         strategy: WaitStrategy::default(),
-        exported: Vec::new(),
-        exported_at: Vec::new(),
         batch: 1,
         hold: 0,
         calls: 0,
@@ -523,10 +533,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 }
 
-impl<T, F> Distributor<T, Atomic<F>>
-where
-    F: FnMut(&T) -> u64,
-{
+impl<T, F, A> Distributor<T, Atomic<F, A>> {
     /// Number of flows in the flow table.
     ///
     /// ```
@@ -537,6 +544,16 @@ where
     /// ```
     pub fn flows(&self) -> usize {
         self.sched.flows.len()
+    }
+
+    /// The schedule's admission (a node's, in the multi-node layout).
+    pub(crate) fn admission(&self) -> &A {
+        &self.sched.admit
+    }
+
+    /// The schedule's admission, to change (a node's, in the multi-node layout).
+    pub(crate) fn admission_mut(&mut self) -> &mut A {
+        &mut self.sched.admit
     }
 }
 

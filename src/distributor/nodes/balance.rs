@@ -230,7 +230,7 @@ where
         };
         // Half the gap, in packets at this node's workers: the bucket to move should
         // weigh no more, or the overload just moves.
-        let capacity = self.dist.active_workers() as u64 * self.dist.credit;
+        let capacity = self.dist.active_workers() as u64 * self.dist.credit();
         let budget = capacity * u64::from(gap) / 2000;
         let own_map = self.ownership();
         let loads: Vec<(usize, u64)> = self

@@ -41,20 +41,22 @@ where
     /// Moves reschedules the local distributor set aside (tags another node owns) to
     /// their owners' queues, in order. If `tag` panics they stay set aside.
     pub(super) fn export_reschedules(&mut self) {
-        if self.dist.exported.is_empty() {
+        if self.dist.admission().exported.is_empty() {
             return;
         }
         self.tags.clear();
-        for p in &self.dist.exported {
+        for p in &self.dist.admission().exported {
             self.tags.push((self.tag)(p));
         }
-        let mut v = core::mem::take(&mut self.dist.exported);
-        let mut at = core::mem::take(&mut self.dist.exported_at);
+        let admit = self.dist.admission_mut();
+        let mut v = core::mem::take(&mut admit.exported);
+        let mut at = core::mem::take(&mut admit.exported_at);
         self.requeue(&mut v, &at);
         // Empty again; their allocations go back for the next reschedules.
         at.clear();
-        self.dist.exported = v;
-        self.dist.exported_at = at;
+        let admit = self.dist.admission_mut();
+        admit.exported = v;
+        admit.exported_at = at;
     }
 
     /// Moves the packets of `v`, tagged in `self.tags` (in order), to the queues of their
@@ -64,12 +66,7 @@ where
     /// any packet now held). No user code runs here.
     pub(super) fn requeue(&mut self, v: &mut Vec<T>, read: &[u64]) {
         let tags = core::mem::take(&mut self.tags);
-        let own = self
-            .dist
-            .sched
-            .ownership
-            .as_ref()
-            .expect("set by nodes::new");
+        let own = &self.dist.admission().ownership;
         for (k, (p, &t)) in v.drain(..).zip(&tags).enumerate() {
             let o = own.owner(t);
             if o != self.id {

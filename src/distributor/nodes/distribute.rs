@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::distributor::node_view::Batching;
 use crate::distributor::{FlushError, NoWorkers};
 use crate::fifo::spsc;
 use crate::sync::Backoff;
@@ -191,12 +192,7 @@ where
     /// it held (placed, for the caller's count).
     fn sort_input(&mut self, pkts: &mut Vec<T>, blocked: &[bool; MAX_NODES]) -> usize {
         let mut placed = 0;
-        let own = self
-            .dist
-            .sched
-            .ownership
-            .as_ref()
-            .expect("set by nodes::new");
+        let own = &self.dist.admission().ownership;
         let draining = self.drain.is_some();
         for (p, &t) in pkts.drain(..).zip(&self.tags) {
             let o = own.owner(t);
@@ -208,7 +204,7 @@ where
                 if self.holding && own.held_here(t) {
                     // Taken from the caller: placed, for the caller's count. It entered
                     // after this call's poll (and the reschedules it read).
-                    self.held.push((hold_key(self.dist.epoch, false), p));
+                    self.held.push((hold_key(self.dist.epoch(), false), p));
                     self.stats.held += 1;
                     placed += 1;
                 } else {
@@ -259,12 +255,12 @@ where
     /// behind any older ones left here): entered, so counted as finished, as local input
     /// the workers had no room for. Returns how many of this call's (`fresh`) went back.
     fn push_due_bridges(&mut self, fresh: &[usize; MAX_NODES]) -> usize {
-        let (all, batch, hold, calls) = (
-            self.dist.publish_all,
-            self.dist.batch,
-            self.dist.hold,
-            self.dist.calls,
-        );
+        let Batching {
+            publish_all: all,
+            batch,
+            hold,
+            calls,
+        } = self.dist.batching();
         let mut back = 0;
         for (o, &fresh) in fresh.iter().enumerate().take(self.nodes) {
             let n = self.staged_out[o].len();
@@ -316,7 +312,7 @@ where
         let res = self
             .dist
             .distribute_polled(&mut self.sorted[self.id], &mut 0, u64::MAX);
-        self.dist.sched.wait_first.clear();
+        self.dist.admission_mut().wait_first.clear();
         // Reschedules this last poll read for a bucket held here: queued now, before a
         // later call's release could let a newer one of their flow go first.
         self.export_reschedules();
@@ -459,7 +455,7 @@ where
                     .as_mut()
                     .expect("a bridge from every other node");
                 let n = rx.pop_burst_into(&mut self.inbound[s], usize::MAX);
-                self.inbound_at[s] = self.dist.epoch;
+                self.inbound_at[s] = self.dist.epoch();
                 self.stats.received += n as u64;
                 self.read_from[s] += n as u64;
                 if n > 0 {
@@ -485,7 +481,7 @@ where
                 self.refresh_behind();
                 // (Set anew for every queue: a panic in the step before may have left it.)
                 let (mut old, arrived) = if s == id {
-                    self.dist.sched.wait_first.clear();
+                    self.dist.admission_mut().wait_first.clear();
                     (usize::MAX, 0)
                 } else {
                     self.wait_behind_released();
@@ -498,7 +494,7 @@ where
                 let r = self
                     .dist
                     .distribute_polled(&mut self.inbound[s], &mut old, arrived);
-                self.dist.sched.wait_first.clear();
+                self.dist.admission_mut().wait_first.clear();
                 r?;
                 // Reschedules this step read for a bucket whose handover into this node
                 // ended in the meantime: queued here now (after what waits here), before
@@ -519,9 +515,9 @@ where
         // taken out.
         self.dist.route_polled();
         self.export_reschedules();
-        self.no_workers_backlog.extend(self.dist.backlog.drain(..));
-        self.no_workers_at.extend(self.dist.backlog_at.drain(..));
-        self.dist.sched.wait_first.clear();
+        self.dist
+            .take_backlog(&mut self.no_workers_backlog, &mut self.no_workers_at);
+        self.dist.admission_mut().wait_first.clear();
         NoWorkers
     }
 }

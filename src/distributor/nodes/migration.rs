@@ -3,8 +3,6 @@
 //! the new owner holds the bucket's packets until every node has delivered what it had sent
 //! the old owner (quiescence), then releases them in arrival order.
 
-use std::collections::VecDeque;
-
 use crate::distributor::ownership::{bucket_of, BUCKETS};
 use crate::distributor::{DROPPED, LOST};
 use crate::fifo::spsc;
@@ -96,7 +94,7 @@ where
         self.drain = Some(Drain {
             bucket,
             version,
-            scanned: self.dist.epoch,
+            scanned: self.dist.epoch(),
             phase: Phase::Adoption,
         });
         self.refresh_map();
@@ -126,9 +124,9 @@ where
             tag,
             ..
         } = self;
-        dist.sched.wait_first.clear();
+        dist.admission_mut().wait_first.clear();
         for p in &inbound[*id] {
-            dist.sched.wait_first.insert(tag(p));
+            dist.admission_mut().wait_first.insert(tag(p));
         }
     }
 
@@ -152,7 +150,7 @@ where
         for (o, q) in inbound.iter().enumerate() {
             if o != *id && o != s && inbound_at[o] < inbound_at[s] {
                 for p in q {
-                    dist.sched.wait_first.insert(tag(p));
+                    dist.admission_mut().wait_first.insert(tag(p));
                 }
             }
         }
@@ -172,14 +170,14 @@ where
             tag,
             ..
         } = self;
-        dist.sched.behind.clear();
-        if dist.backlog.is_empty() {
+        dist.admission_mut().behind.clear();
+        if dist.backlog_len() == 0 {
             return;
         }
         for (s, q) in inbound.iter().enumerate() {
             let arrived = if s == *id { 0 } else { inbound_at[s] };
             for p in q {
-                let e = dist.sched.behind.entry(tag(p)).or_insert(arrived);
+                let e = dist.admission_mut().behind.entry(tag(p)).or_insert(arrived);
                 *e = (*e).min(arrived);
             }
         }
@@ -203,40 +201,28 @@ where
         let Some(d) = drain.as_mut() else {
             return;
         };
-        if d.scanned >= dist.epoch {
+        if d.scanned >= dist.epoch() {
             return;
         }
         // Tagged first: if `tag` panics, nothing has moved. Only the reschedules read
         // since the last look (the backlog keeps the order in which it was read).
         let mut hits = Vec::new();
-        for (k, (p, &at)) in dist.backlog.iter().zip(&dist.backlog_at).enumerate() {
+        for (k, (p, at)) in dist.backlog().enumerate() {
             if at > d.scanned && bucket_of(tag(p)) == d.bucket {
                 hits.push(k);
             }
         }
-        d.scanned = dist.epoch;
+        d.scanned = dist.epoch();
         if hits.is_empty() {
             return;
         }
-        let mut next = hits.iter().copied().peekable();
-        let mut keep = VecDeque::with_capacity(dist.backlog.len() - hits.len());
-        let mut keep_at = VecDeque::with_capacity(keep.capacity());
-        for (k, (p, at)) in dist
-            .backlog
-            .drain(..)
-            .zip(dist.backlog_at.drain(..))
-            .enumerate()
-        {
-            if next.next_if_eq(&k).is_some() {
-                dist.exported.push(p);
-                dist.exported_at.push(at);
-            } else {
-                keep.push_back(p);
-                keep_at.push_back(at);
-            }
-        }
-        dist.backlog = keep;
-        dist.backlog_at = keep_at;
+        let admit = dist.admission_mut();
+        let mut to = core::mem::take(&mut admit.exported);
+        let mut at = core::mem::take(&mut admit.exported_at);
+        dist.take_from_backlog(&hits, &mut to, &mut at);
+        let admit = dist.admission_mut();
+        admit.exported = to;
+        admit.exported_at = at;
     }
 
     /// Moves the packets of buckets migrating here out of `inbound[s]` into `held`, in
@@ -246,12 +232,7 @@ where
         for p in &self.inbound[s] {
             self.tags.push((self.tag)(p));
         }
-        let own = self
-            .dist
-            .sched
-            .ownership
-            .as_ref()
-            .expect("set by nodes::new");
+        let own = &self.dist.admission().ownership;
         if !self.tags.iter().any(|&t| own.held_here(t)) {
             return;
         }
@@ -280,12 +261,7 @@ where
         // Reschedules set aside by the current copy (a panic may have left some) are
         // queued by it first, before a release can let newer ones of their flows pass.
         self.export_reschedules();
-        let own = self
-            .dist
-            .sched
-            .ownership
-            .as_mut()
-            .expect("set by nodes::new");
+        let own = &mut self.dist.admission_mut().ownership;
         self.map.refresh(own);
         let version = own.version();
         if version == self.adopted && version == self.released {
@@ -328,12 +304,7 @@ where
         for (_, p) in &self.held {
             self.tags.push((self.tag)(p));
         }
-        let own = self
-            .dist
-            .sched
-            .ownership
-            .as_ref()
-            .expect("set by nodes::new");
+        let own = &self.dist.admission().ownership;
         if self.tags.iter().all(|&t| own.held_here(t)) {
             return;
         }
@@ -385,7 +356,7 @@ where
         self.inbound
             .iter()
             .flatten()
-            .chain(self.dist.backlog.iter())
+            .chain(self.dist.backlog().map(|(p, _)| p))
             .any(|p| bucket_of(tag(p)) == bucket)
     }
 
@@ -423,7 +394,7 @@ where
                     if !read || waiting {
                         break;
                     }
-                    d.phase = Phase::Workers(self.dist.lanes.iter().map(|l| l.sent).collect());
+                    d.phase = Phase::Workers(self.dist.sent_positions());
                 }
                 Phase::Workers(sent) => {
                     let (next, stop) = self.after_workers(d.bucket, sent, waiting);
@@ -480,13 +451,7 @@ where
     /// completed what it was `sent` when the phase began, and what follows. Returns the
     /// next phase (`None`: stay) and whether the drive stops for this call.
     fn after_workers(&self, bucket: usize, sent: &[u64], waiting: bool) -> (Option<Phase>, bool) {
-        let caught_up = self
-            .dist
-            .lanes
-            .iter()
-            .zip(sent)
-            .all(|(l, &s)| l.completed >= s);
-        if !caught_up {
+        if !self.dist.completed_past(sent) {
             return (None, true);
         }
         if waiting {
@@ -496,10 +461,10 @@ where
         }
         if self.dist.bucket_in_flight(bucket) {
             // Routed here after the counts were taken: wait for it too.
-            let sent = self.dist.lanes.iter().map(|l| l.sent).collect();
+            let sent = self.dist.sent_positions();
             return (Some(Phase::Workers(sent)), true);
         }
-        if !self.dist.exported.is_empty() {
+        if !self.dist.admission().exported.is_empty() {
             // Not expected (the call's last step queued them); the counts below take only
             // queued ones, so wait for the next call.
             return (None, true);
@@ -549,7 +514,7 @@ where
     /// Publishes this node's counts when they changed (a store to its own line, read by
     /// nobody while nobody flushes).
     pub(super) fn publish(&mut self) {
-        let v = self.dist.stats.values();
+        let v = self.dist.counts();
         let gone = v[DROPPED] + v[LOST];
         if gone != self.seen_gone {
             self.finished += gone - self.seen_gone;

@@ -108,6 +108,7 @@
 use core::fmt;
 use std::sync::Arc;
 
+mod admission;
 mod balance;
 mod bridges;
 mod distribute;
@@ -117,9 +118,10 @@ mod quiescence;
 pub use super::ownership::{bucket_of, BUCKETS};
 use super::ownership::{default_owner, Ownership, SharedMap};
 use super::{
-    new as new_distributor, Atomic, BoxTag, Config, ConfigError, Distributor, Worker, DROPPED, LOST,
+    new_admitted, Atomic, BoxTag, Config, ConfigError, Distributor, Worker, DROPPED, LOST,
 };
 use crate::fifo::spsc;
+pub use admission::NodeAdmission;
 use balance::Balancer;
 pub use balance::{BadPolicy, BalancePolicy};
 pub(crate) use quiescence::Quiescence;
@@ -234,7 +236,7 @@ pub struct BridgeStats {
 pub struct NodeDistributor<T, F = BoxTag<T>> {
     id: usize,
     nodes: usize,
-    dist: Distributor<T, Atomic<F>>,
+    dist: Distributor<T, Atomic<F, NodeAdmission<T>>>,
     tag: F,
     /// Bridge to node `o` (`None` at `id`).
     out: Vec<Option<spsc::Producer<T>>>,
@@ -281,7 +283,7 @@ pub struct NodeDistributor<T, F = BoxTag<T>> {
     /// As published in `progress` (this node's `flushing` flag).
     flushing: bool,
     stats: BridgeStats,
-    /// The ownership map all nodes share; this node's copy is `dist.sched.ownership`.
+    /// The ownership map all nodes share; this node's copy is its admission's.
     map: Arc<SharedMap>,
     /// Packets of buckets migrating into this node whose old owner has not finished
     /// yet, from every source (bridges, input entered here, reschedules read here), each
@@ -506,15 +508,15 @@ where
     let map = Arc::new(SharedMap::new(n));
     let mut layout = Vec::with_capacity(n);
     for (id, (out, inb)) in tx.into_iter().zip(rx).enumerate() {
-        let (mut dist, workers) = new_distributor(
+        let (dist, workers) = new_admitted(
             Config {
                 workers: config.workers_per_node,
                 credit: config.credit,
             },
             make_tag(),
+            NodeAdmission::new(map.local(id)),
         )
         .map_err(NodesError::Distributor)?;
-        dist.sched.ownership = Some(map.local(id));
         layout.push((
             NodeDistributor {
                 id,
@@ -598,11 +600,7 @@ where
     }
 
     fn ownership(&self) -> &Ownership {
-        self.dist
-            .sched
-            .ownership
-            .as_ref()
-            .expect("set by nodes::new")
+        &self.dist.admission().ownership
     }
 
     /// Packets this node holds: at its workers, in its distributor's backlog, and waiting
@@ -616,7 +614,7 @@ where
     /// ```
     pub fn held(&self) -> usize {
         self.dist.in_flight()
-            + self.dist.exported.len()
+            + self.dist.admission().exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.staged_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
@@ -634,7 +632,7 @@ where
     /// let (n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// assert_eq!(n.distributor().active_workers(), 3);
     /// ```
-    pub fn distributor(&self) -> &Distributor<T, Atomic<F>> {
+    pub fn distributor(&self) -> &Distributor<T, Atomic<F, NodeAdmission<T>>> {
         &self.dist
     }
 
@@ -706,7 +704,7 @@ impl<T, F> Drop for NodeDistributor<T, F> {
     /// timeout.
     fn drop(&mut self) {
         // `back` and `sorted` are empty between calls.
-        let mut gone = self.dist.exported.len()
+        let mut gone = self.dist.admission().exported.len()
             + self.pending_out.iter().map(Vec::len).sum::<usize>()
             + self.staged_out.iter().map(Vec::len).sum::<usize>()
             + self.inbound.iter().map(Vec::len).sum::<usize>()
@@ -733,20 +731,15 @@ impl<T, F> Drop for NodeDistributor<T, F> {
         // read, also while a leave freezes `completed`), plus unprocessed packets a
         // leaving worker handed back; drops and reschedules read are in `counted` and
         // the backlog.
-        let held: u64 = self
-            .dist
-            .lanes
-            .iter()
-            .map(|l| l.sent - l.cursor + l.leaving.len() as u64)
-            .sum();
-        let v = self.dist.stats.values();
+        let held = self.dist.held_at_workers();
+        let v = self.dist.counts();
         let counted = v[DROPPED] + v[LOST];
         let total = self.finished
             + (counted - self.seen_gone)
             + gone as u64
             + held
-            + self.dist.backlog.len() as u64
-            + self.dist.returned.len() as u64;
+            + self.dist.backlog_len() as u64
+            + self.dist.returned_len() as u64;
         self.progress.publish(self.id, self.entered, total);
         self.progress.set_flushing(self.id, true);
         drop(inbound_left);
