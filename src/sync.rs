@@ -10,14 +10,14 @@
 #![cfg_attr(not(feature = "alloc"), allow(dead_code, unused_imports))]
 
 /// Atomic types: `core::sync::atomic` normally, `loom::sync::atomic` under `cfg(loom)`.
-pub mod atomic {
+pub(crate) mod atomic {
     #[cfg(not(loom))]
-    pub use core::sync::atomic::{
+    pub(crate) use core::sync::atomic::{
         fence, AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicPtr,
         AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
     #[cfg(loom)]
-    pub use loom::sync::atomic::{
+    pub(crate) use loom::sync::atomic::{
         fence, AtomicBool, AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicIsize, AtomicPtr,
         AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
     };
@@ -25,6 +25,30 @@ pub mod atomic {
 
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
+/// The model checker's entry point and threads, for the crate's own loom models.
+#[cfg(all(test, loom))]
+pub(crate) use loom::{model, thread};
+
+/// One turn of a spinning wait: a spin-loop hint, or under loom a yield to the model's
+/// scheduler (which models a spin as waiting).
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) fn spin_turn() {
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+/// Gives the thread's time slice up: std's yield, or loom's under `cfg(loom)`.
+#[cfg(feature = "std")]
+#[inline(always)]
+pub(crate) fn yield_turn() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
 /// Whether this build runs under the model checker: code whose choices depend on the
 /// machine (the current CPU) makes a fixed choice instead, so every execution of a model
 /// takes the same path.
@@ -204,7 +228,7 @@ impl AccessTracker {
 /// `thread::yield_now`). Under loom every step is a `loom::thread::yield_now`, which tells
 /// the model checker that this thread waits for another and keeps spin loops finite.
 #[derive(Debug, Default)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     #[cfg(not(loom))]
     inner: crossbeam_utils::Backoff,
 }
@@ -212,13 +236,13 @@ pub struct Backoff {
 impl Backoff {
     /// A fresh backoff, starting with the shortest spin.
     #[inline]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// One waiting step: spin (short waits) or yield (long ones).
     #[inline]
-    pub fn snooze(&self) {
+    pub(crate) fn snooze(&self) {
         #[cfg(not(loom))]
         self.inner.snooze();
         #[cfg(loom)]
@@ -229,7 +253,7 @@ impl Backoff {
     /// the clock only from here on, so short waits never read it.
     #[inline]
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
-    pub fn is_completed(&self) -> bool {
+    pub(crate) fn is_completed(&self) -> bool {
         #[cfg(not(loom))]
         {
             self.inner.is_completed()

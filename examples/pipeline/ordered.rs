@@ -20,7 +20,7 @@ use super::{zipf_cdf, Opts, Packet, Rng};
 /// spins briefly, yields, then sleeps until the distributor sends (the default wait
 /// strategy): with more threads than CPUs a spinning worker would hold the core the
 /// distributor needs. Returns when the distributor is gone.
-pub fn stateless_worker(mut w: Worker<Packet>, o: &Opts, cpu: usize) {
+pub(crate) fn stateless_worker(mut w: Worker<Packet>, o: &Opts, cpu: usize) {
     let _ = topology::pin_current_thread(cpu);
     let resched_cut = (o.resched * u64::MAX as f64) as u64;
     let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);
@@ -73,7 +73,7 @@ fn stateful_worker(mut w: Worker<Packet>, cpu: usize, flows: u32, violations: &A
 /// (ids increase), every flow is in order at the end, every packet comes back exactly
 /// once; with two stages, no stage-two worker saw a flow go backwards. (Rescheduled
 /// packets are accepted again as new: they are counted, not ordered.)
-pub fn run(o: &Opts, two_stage: bool) -> ExitCode {
+pub(crate) fn run(o: &Opts, two_stage: bool) -> ExitCode {
     let config = Config {
         workers: o.workers,
         credit: o.credit,

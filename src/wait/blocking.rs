@@ -245,10 +245,10 @@ fn pause_and_poll<H, R>(
         }
         if spin_forever || n < spins {
             n = n.wrapping_add(1);
-            spin_once();
+            crate::sync::spin_turn();
         } else if n - spins < yields || !park || !can_sleep() {
             n = n.saturating_add(1);
-            yield_once();
+            crate::sync::yield_turn();
         } else {
             // `n >= spins` here, so the deadline has been read.
             sleepers(h).sleep_until(|| ready(h), deadline.flatten());
@@ -262,20 +262,4 @@ fn pause_and_poll<H, R>(
             Step::Pending => {}
         }
     }
-}
-
-#[inline(always)]
-fn spin_once() {
-    #[cfg(not(loom))]
-    core::hint::spin_loop();
-    #[cfg(loom)]
-    loom::thread::yield_now();
-}
-
-#[inline(always)]
-fn yield_once() {
-    #[cfg(not(loom))]
-    std::thread::yield_now();
-    #[cfg(loom)]
-    loom::thread::yield_now();
 }

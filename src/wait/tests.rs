@@ -136,7 +136,7 @@ fn a_waker_dropped_after_the_poll_took_its_item_loses_nothing() {
         spins: 0,
         yields: 0,
     };
-    let poll = |h: &mut H, key: &mut Option<u64>, yielded: &mut u32, cx: &mut Context| {
+    let poll = |h: &mut H, key: &mut Option<u64>, yielded: &mut u32, cx: &mut Context<'_>| {
         poll_async(
             h,
             key,

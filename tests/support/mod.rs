@@ -2,6 +2,9 @@
 //! ordered) and of the multi-node layout, two-node layouts, wakers that count, and the
 //! tests' pseudo-random generator.
 
+// Test binaries export nothing: `pub` here only shares items between their modules.
+#![allow(unreachable_pub)]
+
 #[cfg(feature = "std")]
 pub mod dist_model;
 #[cfg(feature = "std")]

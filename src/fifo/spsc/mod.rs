@@ -95,9 +95,9 @@
 //! measurement shows a gain and the latency is affordable, and
 //! [`Off`](PolitePolling::Off) where a consumer polls many rings in turn.
 //!
-//! **The gain depends on the CPU.** On a 16-core Intel Xeon guest, [`On`](PolitePolling::On)
-//! moved single items and bursts of 8 several times faster than the default, while the
-//! median push-to-pop time grew (`docs/performance-notes.md`, section 4). Measure on yours.
+//! **The gain depends on the CPU.** On some hosts [`On`](PolitePolling::On) moves single
+//! items and small bursts faster than the default while the median push-to-pop time grows,
+//! on others it gains nothing (`docs/performance-notes.md`, section 4). Measure on yours.
 //!
 //! Only reads that may pause (by mode and size) feed the pause's bookkeeping: a read too
 //! small to pause goes straight to the producer's index, the path of a ring without

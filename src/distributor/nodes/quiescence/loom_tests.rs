@@ -4,8 +4,7 @@ use super::Quiescence;
 use crate::distributor::ownership::{bucket_of, default_owner, SharedMap, BUCKETS};
 use crate::fifo::spsc;
 use crate::sync::atomic::{AtomicBool, Ordering};
-use loom::sync::Arc;
-use loom::thread;
+use crate::sync::{model, thread, Arc};
 
 /// A flow's tag whose bucket node 0 owns at the start, and that bucket.
 fn flow_of_node_0(nodes: usize) -> (u64, usize) {
@@ -33,7 +32,7 @@ fn a_receiver_knows_the_map_its_sender_routed_by() {
     let other = (0..BUCKETS)
         .find(|&x| x != b && default_owner(x, 3) == 0)
         .unwrap();
-    loom::model(move || {
+    model(move || {
         let map = Arc::new(SharedMap::new(3));
         let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 2 -> 1
         let mut local1 = map.local(1);
@@ -73,7 +72,7 @@ fn a_receiver_knows_the_map_its_sender_routed_by() {
 #[test]
 fn the_old_owner_counts_every_packet_sent_by_the_old_map() {
     let (tag, b) = flow_of_node_0(3);
-    loom::model(move || {
+    model(move || {
         let map = Arc::new(SharedMap::new(3));
         let q = Quiescence::new(3);
         let (mut tx, mut rx) = spsc::channel::<u64>(1).unwrap(); // node 2 -> 0
@@ -113,7 +112,7 @@ fn the_old_owner_counts_every_packet_sent_by_the_old_map() {
 /// return before node 1 has finished the packet.
 #[test]
 fn no_flush_returns_while_a_packet_crosses_a_bridge() {
-    loom::model(|| {
+    model(|| {
         let q = Quiescence::new(2);
         let q0 = q.share();
         let (mut tx, mut rx) = spsc::channel::<u8>(2).unwrap();
