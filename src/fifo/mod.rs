@@ -35,6 +35,8 @@
 
 use core::fmt;
 
+#[cfg(feature = "std")]
+mod ends;
 #[cfg(feature = "async")]
 #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
 pub mod futures;

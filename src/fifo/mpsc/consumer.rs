@@ -116,7 +116,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Turns lazy release of single pops on or off (off by default: every [`pop`](Self::pop)
     /// releases its slot at once, as crossbeam's queues do). On, single pops release their
     /// slots in groups of an eighth of the ring, at most
-    /// [`RELEASE_BATCH_MAX`], and always when a pop finds
+    /// [`MAX_RELEASE_BATCH`], and always when a pop finds
     /// nothing; each release also clears the descriptors of the runs taken since the last
     /// one, so single items no longer make the consumer write, once per item, the
     /// descriptor line a producer writes next. The producers then see up to a group's
@@ -139,7 +139,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     pub fn set_lazy_release(&mut self, on: bool) {
         if on {
             let slots = self.shared.slots;
-            self.release_batch = (slots / 8).clamp(1, super::RELEASE_BATCH_MAX) as u64;
+            self.release_batch = (slots / 8).clamp(1, super::MAX_RELEASE_BATCH) as u64;
         } else {
             self.release_batch = 1;
             self.release_pending();

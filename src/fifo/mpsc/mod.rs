@@ -36,7 +36,7 @@
 //!
 //! [`Consumer::set_lazy_release`] turns on lazy release for single pops: they release
 //! their slots in groups of an eighth of the ring, at most 128 (rings of up to 15 slots
-//! release every pop; see [`RELEASE_BATCH_MAX`] for why not 16 as in `fifo::spsc`), and in
+//! release every pop; see [`MAX_RELEASE_BATCH`] for why not 16 as in `fifo::spsc`), and in
 //! any case when a read finds nothing more published (a pop that finds nothing, a bulk pop
 //! or read chunk that comes up short), in [`release_pending`](Consumer::release_pending),
 //! and when the consumer is dropped. A release also clears the descriptors of the runs
@@ -154,9 +154,24 @@ use std::time::Duration;
 mod chunks;
 mod consumer;
 #[cfg(feature = "async")]
-mod futures;
+mod futures {
+    //! The async waits of the MPSC ring's waitable ends (feature `async`): the ring's
+    //! names for the futures of [`crate::fifo::futures`], and the methods that make them.
+
+    use super::*;
+    crate::fifo::ends::async_ends!("mpsc");
+}
 #[cfg(feature = "std")]
-mod io;
+mod io {
+    //! `std::io` for byte rings (`std`): the producer end of a `mpsc` ring of `u8` is an
+    //! [`std::io::Write`], the consumer end an [`std::io::Read`], as rtrb's are. Neither
+    //! blocks: a full ring (write) or an empty one (read) is
+    //! [`WouldBlock`](std::io::ErrorKind::WouldBlock); a read of an empty ring whose
+    //! producers are gone is the end of the stream (`Ok(0)`).
+
+    use super::*;
+    crate::fifo::ends::byte_io!("mpsc", "its producers are gone");
+}
 mod producer;
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -286,11 +301,11 @@ pub fn build<T, W: WaitMode>(
 /// descriptors of the runs
 /// taken since the last one, and more releases mean more such passes and `head` stores
 /// that the producers' reservations read.
-pub const RELEASE_BATCH_MAX: usize = 128;
+pub const MAX_RELEASE_BATCH: usize = 128;
 
 /// **Testing only, not for production:** as [`with_start_index`], with single pops
 /// releasing their slots in groups of `release_batch` (clamped to 1..=slots) instead of
-/// one at a time (or an eighth of the ring, at most [`RELEASE_BATCH_MAX`], with lazy
+/// one at a time (or an eighth of the ring, at most [`MAX_RELEASE_BATCH`], with lazy
 /// release on), so that tests can
 /// exercise lazy release on small rings. Hidden from the docs and outside any semver
 /// promise.

@@ -173,9 +173,24 @@ use std::time::Duration;
 mod chunks;
 mod consumer;
 #[cfg(feature = "async")]
-mod futures;
+mod futures {
+    //! The async waits of the SPSC ring's waitable ends (feature `async`): the ring's
+    //! names for the futures of [`crate::fifo::futures`], and the methods that make them.
+
+    use super::*;
+    crate::fifo::ends::async_ends!("spsc");
+}
 #[cfg(feature = "std")]
-mod io;
+mod io {
+    //! `std::io` for byte rings (`std`): the producer end of a `spsc` ring of `u8` is an
+    //! [`std::io::Write`], the consumer end an [`std::io::Read`], as rtrb's are. Neither
+    //! blocks: a full ring (write) or an empty one (read) is
+    //! [`WouldBlock`](std::io::ErrorKind::WouldBlock); a read of an empty ring whose
+    //! producer is gone is the end of the stream (`Ok(0)`).
+
+    use super::*;
+    crate::fifo::ends::byte_io!("spsc", "its producer is gone");
+}
 mod producer;
 #[cfg(all(test, not(loom)))]
 mod tests;
