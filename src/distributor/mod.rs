@@ -447,23 +447,22 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// counting is not compiled in otherwise).
     #[doc(hidden)]
     pub fn line_counts(&self) -> Option<(u64, u64)> {
-        #[cfg(flowline_lines)]
-        {
-            let (mut stores, mut loads) = (0, 0);
-            for lane in &self.lanes {
-                for (s, l) in [
-                    lane.tx.line_counts(),
-                    lane.done_rx.line_counts(),
-                    lane.rx.line_counts(),
-                ] {
-                    stores += s as u64;
-                    loads += l as u64;
-                }
-            }
-            Some((stores, loads))
+        if !cfg!(flowline_lines) {
+            return None;
         }
-        #[cfg(not(flowline_lines))]
-        None
+        let (mut stores, mut loads) = (0, 0);
+        for lane in &self.lanes {
+            for end in [
+                lane.tx.line_counts(),
+                lane.done_rx.line_counts(),
+                lane.rx.line_counts(),
+            ] {
+                let (s, l) = end?;
+                stores += s as u64;
+                loads += l as u64;
+            }
+        }
+        Some((stores, loads))
     }
 
     /// Number of active workers.

@@ -40,6 +40,7 @@ mod ends;
 #[cfg(feature = "async")]
 #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
 pub mod futures;
+mod lines;
 pub mod mpsc;
 pub mod niche;
 mod polite;

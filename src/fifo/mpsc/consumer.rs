@@ -99,10 +99,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         self.uncleared = at;
         self.released = self.head;
-        #[cfg(test)]
-        {
-            self.stores += 1;
-        }
+        self.lines.stored();
         // Release: pairs with the producers' Acquire head load in `reserve`, so this end's
         // reads of the freed slots (and its clearing of their descriptors) happen before
         // they are reused.

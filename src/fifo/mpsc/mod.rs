@@ -138,6 +138,7 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
+use super::lines::LineCounter;
 use super::raw;
 #[cfg(feature = "std")]
 use super::Wait;
@@ -390,8 +391,7 @@ fn build_with<T, W: WaitMode>(
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
         _mode: PhantomData,
-        #[cfg(test)]
-        stores: 0,
+        lines: LineCounter::default(),
     };
     Ok((producer, consumer))
 }
@@ -691,9 +691,8 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     coop: wait::Coop,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
-    /// Stores of `head` so far (unit tests check that nothing is rewritten in vain).
-    #[cfg(test)]
-    stores: usize,
+    /// Its stores of `head` (unit tests check that nothing is rewritten in vain).
+    lines: LineCounter,
 }
 
 #[cfg(not(loom))]

@@ -110,7 +110,7 @@ fn empty_reads_and_releases_store_nothing() {
     assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
     let mut out = [0; 8];
     assert_eq!(rx.pop_burst(&mut out), 3);
-    let stores = rx.stores;
+    let stores = rx.lines.stores();
     assert!(stores >= 1);
     assert_eq!(rx.pop_burst(&mut out), 0);
     assert!(!rx.pop_bulk(&mut out[..1]));
@@ -121,12 +121,13 @@ fn empty_reads_and_releases_store_nothing() {
     rx.release_pending();
     assert_eq!(rx.pop(), None);
     assert_eq!(
-        rx.stores, stores,
+        rx.lines.stores(),
+        stores,
         "the consumer rewrote head on an empty ring"
     );
     assert_eq!(tx.push_burst(&[4]), 1);
     assert_eq!(rx.pop_burst(&mut out), 1);
-    assert_eq!(rx.stores, stores + 1);
+    assert_eq!(rx.lines.stores(), stores + 1);
 }
 
 /// A bulk pop or a read chunk that comes up short, with nothing more published,

@@ -36,9 +36,9 @@ fn polite_read(
 impl<T, W: WaitMode> Consumer<T, W> {
     /// As [`Producer::line_counts`], for this end: stores of `head`, and loads of `tail`
     /// that found it moved.
-    #[cfg(flowline_lines)]
-    pub(crate) fn line_counts(&self) -> (usize, usize) {
-        (self.stores, self.fresh_loads)
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    pub(crate) fn line_counts(&self) -> Option<(usize, usize)> {
+        self.lines.counts()
     }
 
     /// Items available, reloading the producer's index only if the cached view has fewer
@@ -68,19 +68,13 @@ impl<T, W: WaitMode> Consumer<T, W> {
             // Acquire: pairs with the producer's Release store of `tail`, so its slot writes
             // are visible before this end reads them.
             let tail = self.shared.tail.load(Ordering::Acquire);
-            #[cfg(any(test, flowline_lines))]
-            {
-                self.fresh_loads += usize::from(tail != self.cached_tail);
-            }
+            self.lines.loaded(tail != self.cached_tail);
             self.cached_tail = tail;
             return self.cached_tail.wrapping_sub(self.head);
         }
         let (polite, tail) =
             polite_read(self.polite, &self.shared.tail, self.cached_tail, avail == 0);
-        #[cfg(any(test, flowline_lines))]
-        {
-            self.fresh_loads += usize::from(tail != self.cached_tail);
-        }
+        self.lines.loaded(tail != self.cached_tail);
         self.polite = polite;
         self.cached_tail = tail;
         self.cached_tail.wrapping_sub(self.head)
@@ -97,10 +91,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         // Acquire: as in `available_for`.
         let tail = self.shared.tail.load(Ordering::Acquire);
-        #[cfg(any(test, flowline_lines))]
-        {
-            self.fresh_loads += usize::from(tail != self.cached_tail);
-        }
+        self.lines.loaded(tail != self.cached_tail);
         self.cached_tail = tail;
         tail != self.head
     }
@@ -179,10 +170,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     #[inline(always)]
     fn publish_head(&mut self) {
         self.released = self.head;
-        #[cfg(any(test, flowline_lines))]
-        {
-            self.stores += 1;
-        }
+        self.lines.stored();
         // Release: pairs with the producer's Acquire load of `head`, so this end's reads of
         // the released slots happen before the producer reuses them.
         self.shared.head.store(self.head, Ordering::Release);

@@ -156,6 +156,7 @@ use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
+use super::lines::LineCounter;
 pub use super::polite::PolitePolling;
 use super::polite::{self, Polite};
 use super::raw;
@@ -343,10 +344,7 @@ pub fn build<T, W: WaitMode>(
         coop: wait::Coop::new(),
         shared: ManuallyDrop::new(HandleArc::new(Arc::clone(&shared))),
         _mode: PhantomData,
-        #[cfg(any(test, flowline_lines))]
-        stores: 0,
-        #[cfg(any(test, flowline_lines))]
-        fresh_loads: 0,
+        lines: LineCounter::default(),
     };
     let consumer = Consumer {
         buf,
@@ -368,10 +366,7 @@ pub fn build<T, W: WaitMode>(
         coop: wait::Coop::new(),
         shared: ManuallyDrop::new(HandleArc::new(shared)),
         _mode: PhantomData,
-        #[cfg(any(test, flowline_lines))]
-        stores: 0,
-        #[cfg(any(test, flowline_lines))]
-        fresh_loads: 0,
+        lines: LineCounter::default(),
     };
     Ok((producer, consumer))
 }
@@ -480,13 +475,10 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     shared: ManuallyDrop<HandleArc<Shared<T>>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
-    /// Stores of `tail` so far (unit tests check that nothing is rewritten in vain).
-    #[cfg(any(test, flowline_lines))]
-    stores: usize,
-    /// Loads of `head` that found it moved since the last one: each took the consumer's
-    /// index line (kept under `--cfg flowline_lines` for `line_counts`).
-    #[cfg(any(test, flowline_lines))]
-    fresh_loads: usize,
+    /// Its index stores and the loads of `head` that found it moved (each took the
+    /// consumer's index line): unit tests check that nothing is rewritten in vain, and
+    /// `--cfg flowline_lines` keeps them for `line_counts`.
+    lines: LineCounter,
 }
 
 // SAFETY: the producer may move to another thread with its `T`s; it is not `Sync`, so only
@@ -531,12 +523,8 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     shared: ManuallyDrop<HandleArc<Shared<T>>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
-    /// Stores of `head` so far (unit tests check that nothing is rewritten in vain).
-    #[cfg(any(test, flowline_lines))]
-    stores: usize,
-    /// Loads of `tail` that found it moved since the last one.
-    #[cfg(any(test, flowline_lines))]
-    fresh_loads: usize,
+    /// Its index stores and the loads of `tail` that found it moved (see the producer's).
+    lines: LineCounter,
 }
 
 // SAFETY: as for `Producer`.

@@ -9,9 +9,9 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// Index stores this end made (publications of `tail`) and loads of the consumer's
     /// index that found it moved (each a transfer of that line to this core), counted
     /// under `--cfg flowline_lines` for the distributor's line counts.
-    #[cfg(flowline_lines)]
-    pub(crate) fn line_counts(&self) -> (usize, usize) {
-        (self.stores, self.fresh_loads)
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    pub(crate) fn line_counts(&self) -> Option<(usize, usize)> {
+        self.lines.counts()
     }
 
     /// Free slots, reloading the consumer's index only if the cached view has fewer than
@@ -26,10 +26,7 @@ impl<T, W: WaitMode> Producer<T, W> {
         // Acquire: pairs with the consumer's Release store of `head`, so its reads (and
         // drops) of the slots it released happen before this end overwrites them.
         let head = self.shared.head.load(Ordering::Acquire);
-        #[cfg(any(test, flowline_lines))]
-        {
-            self.fresh_loads += usize::from(head != self.cached_head);
-        }
+        self.lines.loaded(head != self.cached_head);
         self.cached_head = head;
         cap - self.tail.wrapping_sub(self.cached_head)
     }
@@ -50,10 +47,7 @@ impl<T, W: WaitMode> Producer<T, W> {
             return;
         }
         self.tail = self.tail.wrapping_add(n);
-        #[cfg(any(test, flowline_lines))]
-        {
-            self.stores += 1;
-        }
+        self.lines.stored();
         // Release: pairs with the consumer's Acquire load of `tail`, so the slot writes
         // before this store are visible to it.
         self.shared.tail.store(self.tail, Ordering::Release);

@@ -46,7 +46,7 @@ fn expected_pauses(reads: usize) -> usize {
 fn empty_publications_and_releases_store_nothing() {
     let (mut tx, mut rx) = channel::<u32>(4).unwrap();
     assert_eq!(tx.push_burst(&[1, 2, 3, 4]), 4);
-    assert_eq!(tx.stores, 1);
+    assert_eq!(tx.lines.stores(), 1);
     // Full ring: a burst, a bulk push, an empty chunk commit.
     assert_eq!(tx.push_burst(&[5]), 0);
     assert!(!tx.push_bulk(&[5]));
@@ -54,17 +54,25 @@ fn empty_publications_and_releases_store_nothing() {
     unsafe { tx.write_chunk(2).commit(0) };
     assert_eq!(tx.write_chunk(2).fill_from_iter(&mut [5, 6].into_iter()), 0);
     assert_eq!(tx.push_burst_from(&mut vec![5]), 0);
-    assert_eq!(tx.stores, 1, "the producer rewrote tail on a full ring");
+    assert_eq!(
+        tx.lines.stores(),
+        1,
+        "the producer rewrote tail on a full ring"
+    );
     let mut out = [0; 4];
     assert_eq!(rx.pop_burst(&mut out), 4);
-    assert_eq!(rx.stores, 1);
+    assert_eq!(rx.lines.stores(), 1);
     // Empty ring: a burst, a bulk pop, an empty chunk commit, a partial commit of 0.
     assert_eq!(rx.pop_burst(&mut out), 0);
     assert!(!rx.pop_bulk(&mut out[..1]));
     rx.read_chunk(2).commit_all();
     assert_eq!(rx.pop_burst_into(&mut Vec::new(), 4), 0);
     rx.release_pending();
-    assert_eq!(rx.stores, 1, "the consumer rewrote head on an empty ring");
+    assert_eq!(
+        rx.lines.stores(),
+        1,
+        "the consumer rewrote head on an empty ring"
+    );
     // A chunk commit of 0 after single pops still releases what they left pending
     // (a 64-slot ring with lazy release releases single pops in groups of 8).
     let (mut tx, mut rx) = channel::<u32>(64).unwrap();
@@ -72,12 +80,16 @@ fn empty_publications_and_releases_store_nothing() {
     assert_eq!(tx.push_burst(&[1, 2, 3]), 3);
     assert_eq!(rx.pop(), Some(1));
     assert_eq!(
-        (rx.stores, rx.head - rx.released),
+        (rx.lines.stores(), rx.head - rx.released),
         (0, 1),
         "one pop pending"
     );
     rx.read_chunk(1).commit(0);
-    assert_eq!((rx.stores, rx.head - rx.released), (1, 0), "released once");
+    assert_eq!(
+        (rx.lines.stores(), rx.head - rx.released),
+        (1, 0),
+        "released once"
+    );
 }
 
 /// Single pops on a 1024-slot ring release in groups of `MAX_RELEASE_BATCH` (16): the
@@ -413,7 +425,7 @@ fn refresh_and_prefetch_only_reads_the_index() {
     assert_eq!(tx.push_burst(&[1, 2, 3, 4, 5]), 5);
     assert_eq!(rx.refresh_and_prefetch(2), 5);
     assert_eq!(rx.cached_tail.wrapping_sub(rx.head), 5, "the cached view");
-    assert_eq!(rx.stores, 0, "nothing released");
+    assert_eq!(rx.lines.stores(), 0, "nothing released");
     assert_eq!(tx.len(), 5, "nothing taken");
     let mut out = [0u64; 8];
     assert_eq!(rx.pop_burst(&mut out), 5);
