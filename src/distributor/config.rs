@@ -2,7 +2,6 @@
 //! its calls return.
 
 use core::fmt;
-use std::time::Duration;
 
 use crate::fifo::CapacityError;
 
@@ -219,7 +218,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// default), so a test can make a lost wake-up show as a flush that times out. Hidden
     /// from the docs and outside any semver promise.
     #[doc(hidden)]
-    pub fn set_flush_naps(&mut self, first: Duration, longest: Duration) {
+    #[cfg(feature = "__test_hooks")]
+    pub fn set_flush_naps(&mut self, first: std::time::Duration, longest: std::time::Duration) {
         self.naps = (first, longest.max(first));
     }
 

@@ -446,6 +446,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// that line). `None` unless the crate was built with `--cfg flowline_lines` (the
     /// counting is not compiled in otherwise).
     #[doc(hidden)]
+    #[cfg(feature = "__test_hooks")]
     pub fn line_counts(&self) -> Option<(u64, u64)> {
         if !cfg!(flowline_lines) {
             return None;

@@ -341,6 +341,7 @@ impl<T> Worker<T> {
     /// waiting for a hand-back (so a test can hand one back exactly then). Hidden from the
     /// docs and outside any semver promise.
     #[doc(hidden)]
+    #[cfg(feature = "__test_hooks")]
     #[must_use]
     pub fn flush_is_asleep(&self) -> bool {
         self.ends_ref().wake.has_sleepers()

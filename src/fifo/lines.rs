@@ -35,13 +35,13 @@ impl LineCounter {
     }
 
     /// Index stores so far.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn stores(&self) -> usize {
         self.stores
     }
 
     /// `(stores, loads that found the index moved)` so far: `None` when not counted.
-    #[cfg_attr(not(flowline_lines), allow(dead_code))]
+    #[cfg(all(feature = "std", feature = "__test_hooks"))]
     pub(crate) fn counts(&self) -> Option<(usize, usize)> {
         #[cfg(flowline_lines)]
         {

@@ -141,6 +141,7 @@ static FAIL_BARRIER: core::sync::atomic::AtomicBool = core::sync::atomic::Atomic
 /// fallback: waits then poll with `yield_now` and still end correctly. Returns whether
 /// sleeping had already been disabled. Hidden from the docs and outside any semver promise.
 #[doc(hidden)]
+#[cfg(feature = "__test_hooks")]
 pub fn simulate_barrier_failure() -> bool {
     FAIL_BARRIER.store(true, Ordering::Relaxed);
     sleeping_disabled()
@@ -149,6 +150,7 @@ pub fn simulate_barrier_failure() -> bool {
 /// **Testing only:** whether a failed heavy barrier has disabled sleeping for the process
 /// (see [`simulate_barrier_failure`]). Hidden from the docs and outside any semver promise.
 #[doc(hidden)]
+#[cfg(feature = "__test_hooks")]
 pub fn sleeping_disabled() -> bool {
     // Relaxed: a diagnostic read.
     NO_SLEEP.load(Ordering::Relaxed)

@@ -180,6 +180,7 @@ impl Sleepers {
     }
 
     /// Whether a thread is announced as sleeping (a snapshot, for tests).
+    #[cfg(any(test, feature = "__test_hooks"))]
     pub(crate) fn has_sleepers(&self) -> bool {
         // Relaxed: a diagnostic read.
         self.waiting.load(Ordering::Relaxed) & !PUBLISHERS_FENCE != 0

@@ -205,7 +205,7 @@ const MAX_SLOTS: usize = 1 << 31;
 /// assert!(flowline::fifo::mpsc::channel::<u64>(0).is_err());
 /// ```
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    build(capacity, 0)
+    build_with(capacity, 0, None)
 }
 
 /// As [`channel`], for a ring whose ends can also wait: [`Producer::push_wait`],
@@ -232,7 +232,7 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
 pub fn waitable<T>(
     capacity: usize,
 ) -> Result<(Producer<T, Wait>, Consumer<T, Wait>), CapacityError> {
-    build(capacity, 0)
+    build_with(capacity, 0, None)
 }
 
 /// Stamp of a cleared (or never written) descriptor: matches no index (see
@@ -276,17 +276,19 @@ fn cleared_runs(n: usize) -> Option<Box<[Run]>> {
 /// a ring just below the wrap point, e.g. `u64::MAX - 3`. The ring behaves exactly as one
 /// that has moved `start` items. Hidden from the docs and outside any semver promise.
 #[doc(hidden)]
+#[cfg(any(test, feature = "__test_hooks"))]
 pub fn with_start_index<T>(
     capacity: usize,
     start: u64,
 ) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    build(capacity, start)
+    build_with(capacity, start, None)
 }
 
 /// **Testing only, not for production:** [`with_start_index`] for either [`WaitMode`], so
 /// that tests can start a [`waitable`] ring near the wrap point. Hidden from the docs and
 /// outside any semver promise.
 #[doc(hidden)]
+#[cfg(any(test, feature = "__test_hooks"))]
 #[allow(clippy::type_complexity)]
 pub fn build<T, W: WaitMode>(
     capacity: usize,
@@ -311,6 +313,7 @@ pub const MAX_RELEASE_BATCH: usize = 128;
 /// exercise lazy release on small rings. Hidden from the docs and outside any semver
 /// promise.
 #[doc(hidden)]
+#[cfg(any(test, feature = "__test_hooks"))]
 pub fn with_release_batch<T>(
     capacity: usize,
     start: u64,

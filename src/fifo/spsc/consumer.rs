@@ -36,7 +36,7 @@ fn polite_read(
 impl<T, W: WaitMode> Consumer<T, W> {
     /// As [`Producer::line_counts`], for this end: stores of `head`, and loads of `tail`
     /// that found it moved.
-    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    #[cfg(all(feature = "std", feature = "__test_hooks"))]
     pub(crate) fn line_counts(&self) -> Option<(usize, usize)> {
         self.lines.counts()
     }

@@ -218,7 +218,7 @@ pub use futures::{PopBurstFuture, PopFuture, PushFuture};
 /// assert_eq!(rx.capacity(), 4);
 /// ```
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    build(capacity, 0, None)
+    make(capacity, 0, None)
 }
 
 /// As [`channel`], for a ring whose ends can also wait: [`Producer::push_wait`],
@@ -244,7 +244,7 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
 pub fn waitable<T>(
     capacity: usize,
 ) -> Result<(Producer<T, Wait>, Consumer<T, Wait>), CapacityError> {
-    build(capacity, 0, None)
+    make(capacity, 0, None)
 }
 
 /// **Testing only, not for production:** as [`channel`], with both free-running indices
@@ -253,11 +253,12 @@ pub fn waitable<T>(
 /// behaves exactly as one that has moved `start` items. Hidden from the docs and outside
 /// any semver promise.
 #[doc(hidden)]
+#[cfg(any(test, feature = "__test_hooks"))]
 pub fn with_start_index<T>(
     capacity: usize,
     start: usize,
 ) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    build(capacity, start, None)
+    make(capacity, start, None)
 }
 
 /// **Testing only, not for production:** as [`with_start_index`], with single pops
@@ -266,12 +267,13 @@ pub fn with_start_index<T>(
 /// exercise lazy release on small rings.
 /// Hidden from the docs and outside any semver promise.
 #[doc(hidden)]
+#[cfg(any(test, feature = "__test_hooks"))]
 pub fn with_release_batch<T>(
     capacity: usize,
     start: usize,
     release_batch: usize,
 ) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
-    build(capacity, start, Some(release_batch))
+    make(capacity, start, Some(release_batch))
 }
 
 /// The largest group in which single pops release their slots with lazy release on: 16 slots, two
@@ -305,8 +307,20 @@ pub const fn release_batch_for(slots: usize) -> usize {
 /// (`None`: the default batch), so that tests can start a [`waitable`] ring near the wrap
 /// point. Hidden from the docs and outside any semver promise.
 #[doc(hidden)]
+#[cfg(any(test, feature = "__test_hooks"))]
 #[allow(clippy::type_complexity)]
 pub fn build<T, W: WaitMode>(
+    capacity: usize,
+    start: usize,
+    release_batch: Option<usize>,
+) -> Result<(Producer<T, W>, Consumer<T, W>), CapacityError> {
+    make(capacity, start, release_batch)
+}
+
+/// A ring of `capacity` items whose indices start at `start`, its single pops releasing
+/// in groups of `release_batch` (`None`: each at once).
+#[allow(clippy::type_complexity)]
+fn make<T, W: WaitMode>(
     capacity: usize,
     start: usize,
     release_batch: Option<usize>,

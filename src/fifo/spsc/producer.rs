@@ -9,7 +9,7 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// Index stores this end made (publications of `tail`) and loads of the consumer's
     /// index that found it moved (each a transfer of that line to this core), counted
     /// under `--cfg flowline_lines` for the distributor's line counts.
-    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    #[cfg(all(feature = "std", feature = "__test_hooks"))]
     pub(crate) fn line_counts(&self) -> Option<(usize, usize)> {
         self.lines.counts()
     }
