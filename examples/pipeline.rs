@@ -206,10 +206,7 @@ fn main() -> ExitCode {
     }
     let flows = o.flows;
     let (mut dist, workers) = match distributor::new(
-        Config {
-            workers: o.workers,
-            credit: o.credit,
-        },
+        Config::default().workers(o.workers).credit(o.credit),
         |p: &Packet| u64::from(p.flow),
     ) {
         Ok(x) => x,
@@ -393,12 +390,11 @@ fn run_nodes(o: &Opts) -> ExitCode {
     let n = o.nodes;
     let flows = o.flows;
     let layout = match nodes::new(
-        NodesConfig {
-            nodes: n,
-            workers_per_node: o.workers,
-            credit: o.credit,
-            bridge: 4096,
-        },
+        NodesConfig::default()
+            .nodes(n)
+            .workers_per_node(o.workers)
+            .credit(o.credit)
+            .bridge(4096),
         |p: &Packet| u64::from(p.flow),
     ) {
         Ok(x) => x,

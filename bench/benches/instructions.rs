@@ -395,14 +395,8 @@ fn dist_1worker_any_order((d, ws, pkts): (Dist, Vec<distributor::Worker<u64>>, V
 /// An ordered distributor (`distributor::new_ordered`) with `workers` workers of credit
 /// 256 and a reorder window of 1024, and the packets (their flows do not matter to it).
 fn dist_ordered(workers: usize) -> (OrderedDist, Vec<distributor::Worker<u64>>, Vec<u64>) {
-    let (d, ws) = distributor::new_ordered(
-        Config {
-            workers,
-            credit: 256,
-        },
-        1024,
-    )
-    .unwrap();
+    let (d, ws) =
+        distributor::new_ordered(Config::default().workers(workers).credit(256), 1024).unwrap();
     (d, ws, packets())
 }
 
@@ -433,14 +427,8 @@ fn dist_boxed_setup() -> (
     Vec<distributor::Worker<u64>>,
     Vec<u64>,
 ) {
-    let (d, ws) = distributor::new_boxed(
-        Config {
-            workers: 2,
-            credit: 256,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (d, ws) =
+        distributor::new_boxed(Config::default().workers(2).credit(256), |p: &u64| *p).unwrap();
     (d, ws, packets())
 }
 
@@ -462,12 +450,11 @@ type Layout = (Vec<(Node, Vec<distributor::Worker<u64>>)>, Vec<u64>);
 
 fn nodes_setup() -> Layout {
     let layout = nodes::new(
-        NodesConfig {
-            nodes: 2,
-            workers_per_node: 1,
-            credit: 256,
-            bridge: 1024,
-        },
+        NodesConfig::default()
+            .nodes(2)
+            .workers_per_node(1)
+            .credit(256)
+            .bridge(1024),
         (|p: &u64| *p) as Tag,
     )
     .unwrap();
@@ -505,10 +492,7 @@ fn dist_2nodes((mut layout, pkts): Layout) -> usize {
 /// A distributor with `workers` workers of credit 256, and the packets.
 fn dist_workers(workers: usize) -> (Dist, Vec<distributor::Worker<u64>>, Vec<u64>) {
     let (d, ws) = distributor::new(
-        Config {
-            workers,
-            credit: 256,
-        },
+        Config::default().workers(workers).credit(256),
         (|p: &u64| *p) as Tag,
     )
     .unwrap();

@@ -30,14 +30,11 @@ enum Mode {
 }
 
 fn run(packets: u64, workers: usize, mode: Mode, strategy: WaitStrategy) -> Duration {
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers,
-            credit: 256,
-        },
-        |p: &u64| *p % FLOWS,
-    )
-    .expect("config");
+    let (mut d, ws) =
+        distributor::new(Config::default().workers(workers).credit(256), |p: &u64| {
+            *p % FLOWS
+        })
+        .expect("config");
     d.set_wait_strategy(strategy);
     let threads: Vec<_> = ws
         .into_iter()

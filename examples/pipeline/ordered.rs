@@ -74,10 +74,7 @@ fn stateful_worker(mut w: Worker<Packet>, cpu: usize, flows: u32, violations: &A
 /// once; with two stages, no stage-two worker saw a flow go backwards. (Rescheduled
 /// packets are accepted again as new: they are counted, not ordered.)
 pub(crate) fn run(o: &Opts, two_stage: bool) -> ExitCode {
-    let config = Config {
-        workers: o.workers,
-        credit: o.credit,
-    };
+    let config = Config::default().workers(o.workers).credit(o.credit);
     let window = 4 * o.workers * o.credit;
     let made = distributor::new_ordered::<Packet>(config, window).and_then(|one| {
         let two = if two_stage {

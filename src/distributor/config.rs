@@ -11,13 +11,16 @@ use super::reorder::MAX_WINDOW;
 use super::schedule::Schedule;
 use super::{Distributor, MAX_CREDIT, MAX_WORKERS};
 
-/// Distributor configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Distributor configuration: start from [`Config::default`] and set what differs
+/// (non-exhaustive: later settings get defaults of their own).
 ///
 /// ```
-/// let c = flowline::distributor::Config { workers: 4, credit: 128 };
+/// let c = flowline::distributor::Config::default().workers(4).credit(128);
+/// assert_eq!((c.workers, c.credit), (4, 128));
 /// assert!(flowline::distributor::new(c, |p: &u64| *p).is_ok());
 /// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// Number of workers, 1 to [`MAX_WORKERS`].
     pub workers: usize,
@@ -25,6 +28,24 @@ pub struct Config {
     /// [`MAX_CREDIT`]: the depth of its rings. Larger absorbs jitter; smaller bounds the
     /// work a stalled worker sits on.
     pub credit: usize,
+}
+
+impl Config {
+    /// This configuration with `workers` workers (1 to [`MAX_WORKERS`]; checked when the
+    /// distributor is made).
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// This configuration with `credit` packets per worker (1 to [`MAX_CREDIT`]; checked
+    /// when the distributor is made).
+    #[must_use]
+    pub fn credit(mut self, credit: usize) -> Self {
+        self.credit = credit;
+        self
+    }
 }
 
 impl Default for Config {
@@ -49,7 +70,7 @@ impl Default for Config {
 ///
 /// ```
 /// use flowline::distributor::{self, Config, ConfigError};
-/// let e = distributor::new(Config { workers: 1, credit: 0 }, |p: &u64| *p).unwrap_err();
+/// let e = distributor::new(Config::default().workers(1).credit(0), |p: &u64| *p).unwrap_err();
 /// assert_eq!(e, ConfigError::BadCredit(0));
 /// ```
 pub enum ConfigError {
@@ -103,7 +124,7 @@ impl std::error::Error for ConfigError {}
 ///
 /// ```
 /// use flowline::distributor::{self, Config, NoWorkers};
-/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// ws.pop().unwrap().leave(Vec::new()).unwrap();
 /// let mut burst = vec![5];
 /// assert_eq!(d.distribute(&mut burst), Err(NoWorkers));
@@ -125,7 +146,7 @@ impl std::error::Error for NoWorkers {}
 /// ```
 /// use std::time::Duration;
 /// use flowline::distributor::{self, Config, FlushError};
-/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// d.distribute(&mut vec![9]).unwrap();
 /// ws.pop().unwrap().leave(Vec::new()).unwrap(); // never received it
 /// assert_eq!(d.flush(&mut Vec::new(), Duration::from_secs(1)), Err(FlushError::NoWorkers(vec![9])));
@@ -184,7 +205,7 @@ impl<T> std::error::Error for FlushError<T> {}
 ///
 /// ```
 /// use flowline::distributor::{self, Config, JoinError};
-/// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// assert_eq!(d.rejoin(0).unwrap_err(), JoinError::Active(0));
 /// assert_eq!(d.rejoin(3).unwrap_err(), JoinError::NoSuchWorker(3));
 /// ```
@@ -244,7 +265,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 2, credit: 64 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(64), |p: &u64| *p).unwrap();
     /// d.set_batching(8, 16);
     /// let mut b = Vec::new();
     /// d.distribute(&mut (0..8).collect()).unwrap(); // a batch of input: spread, staged
@@ -274,7 +295,7 @@ impl<T, F, A> Distributor<T, Atomic<F, A>> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.set_order_check(false);
     /// d.distribute(&mut vec![10]).unwrap();
     /// let mut b = Vec::new();

@@ -202,7 +202,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 2 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(2), |p: &u64| *p).unwrap();
     /// let mut burst = vec![7, 7, 7, 8];
     /// // Credit 2: two packets of flow 7 go out; the third stays, and so does flow 8 (no credit).
     /// assert_eq!(d.distribute(&mut burst), Ok(2));

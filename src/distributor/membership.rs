@@ -31,7 +31,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// ws.pop().unwrap().leave(Vec::new()).unwrap();
     /// let w = d.rejoin(0).unwrap(); // reads the leave from the return ring first
     /// assert_eq!((w.id(), d.active_workers()), (0, 1));
@@ -94,7 +94,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let w = d.add_worker().unwrap();
     /// assert_eq!((w.id(), d.active_workers()), (1, 2));
     /// assert_eq!(d.registry().workers().len(), 2);
@@ -148,7 +148,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config, JoinError};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.remove_worker(1), Err(JoinError::Active(1)));
     /// ws.pop().unwrap().leave(Vec::new()).unwrap();
     /// d.remove_worker(1).unwrap();
@@ -178,7 +178,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.registry().active(), 2);
     /// ```
     pub fn registry(&self) -> WorkerRegistry {

@@ -95,7 +95,7 @@
 //!
 //! // Packets are (flow, sequence) pairs; the flow is the tag.
 //! let (mut dist, workers) =
-//!     distributor::new(Config { workers: 2, credit: 64 }, |p: &(u64, u64)| p.0).unwrap();
+//!     distributor::new(Config::default().workers(2).credit(64), |p: &(u64, u64)| p.0).unwrap();
 //! let threads: Vec<_> = workers
 //!     .into_iter()
 //!     .map(|mut w| {
@@ -336,7 +336,7 @@ pub fn new_boxed<T>(
 ///
 /// ```
 /// use flowline::distributor::{self, Config, ConfigError};
-/// let r = distributor::new(Config { workers: 0, credit: 8 }, |p: &u64| *p);
+/// let r = distributor::new(Config::default().workers(0).credit(8), |p: &u64| *p);
 /// assert_eq!(r.err(), Some(ConfigError::ZeroWorkers));
 /// ```
 #[allow(clippy::type_complexity)]
@@ -470,7 +470,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 3, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(3).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.active_workers(), 3);
     /// ```
     pub fn active_workers(&self) -> usize {
@@ -486,7 +486,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.worker_completed(0), Some(0));
     /// assert_eq!(d.worker_completed(1), None);
     /// ```
@@ -501,7 +501,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new_ordered::<u64>(Config { workers: 1, credit: 8 }, 16).unwrap();
+    /// let (d, _ws) = distributor::new_ordered::<u64>(Config::default().workers(1).credit(8), 16).unwrap();
     /// assert!(d.is_ordered());
     /// ```
     pub fn is_ordered(&self) -> bool {
@@ -512,7 +512,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// assert_eq!(d.stats().snapshot().get("accepted"), Some(2));
     /// ```
@@ -525,7 +525,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.worker_totals().get("returned"), Some(0));
     /// ```
     pub fn worker_totals(&self) -> GroupSnapshot<6> {
@@ -538,7 +538,7 @@ impl<T, F, A> Distributor<T, Atomic<F, A>> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1, 2, 1]).unwrap();
     /// assert_eq!(d.flows(), 2);
     /// ```

@@ -81,7 +81,7 @@ impl<T> fmt::Debug for Ordered<T> {
 ///
 /// ```
 /// use flowline::distributor::{self, Config};
-/// let (mut d, mut ws) = distributor::new_ordered::<u64>(Config { workers: 2, credit: 8 }, 64).unwrap();
+/// let (mut d, mut ws) = distributor::new_ordered::<u64>(Config::default().workers(2).credit(8), 64).unwrap();
 /// d.distribute(&mut vec![1, 2, 3]).unwrap(); // one flow, spread over both workers
 /// let (mut a, mut b) = (Vec::new(), Vec::new());
 /// let got = ws[0].recv_burst(&mut a, 8).unwrap() + ws[1].recv_burst(&mut b, 8).unwrap();
@@ -112,7 +112,7 @@ impl<T> Distributor<T, Ordered<T>> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new_ordered::<u64>(Config { workers: 1, credit: 8 }, 16).unwrap();
+    /// let (d, _ws) = distributor::new_ordered::<u64>(Config::default().workers(1).credit(8), 16).unwrap();
     /// assert_eq!(d.waiting_for_order(), 0);
     /// ```
     pub fn waiting_for_order(&self) -> usize {

@@ -40,7 +40,7 @@ pub(crate) struct Roster {
 ///
 /// ```
 /// use flowline::distributor::{self, Config};
-/// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// let reg = d.registry();
 /// let stats = std::thread::spawn(move || reg.workers().len()); // from another thread
 /// assert_eq!(stats.join().unwrap(), 1);
@@ -56,7 +56,7 @@ pub struct WorkerRegistry {
 ///
 /// ```
 /// use flowline::distributor::{self, Config};
-/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// d.distribute(&mut vec![4]).unwrap();
 /// ws[0].recv_burst(&mut Vec::new(), 8).unwrap();
 /// let info = &d.registry().workers()[0];
@@ -108,7 +108,7 @@ impl WorkerRegistry {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
     /// let ids: Vec<usize> = d.registry().workers().iter().map(|w| w.id).collect();
     /// assert_eq!(ids, [0, 1]);
     /// ```
@@ -132,7 +132,7 @@ impl WorkerRegistry {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.registry().totals().get("returned"), Some(0));
     /// ```
     #[must_use]
@@ -152,7 +152,7 @@ impl WorkerRegistry {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (d, _ws) = distributor::new(Config { workers: 3, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(3).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.registry().active(), 3);
     /// ```
     #[must_use]
@@ -167,7 +167,7 @@ impl WorkerRegistry {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let reg = d.registry();
     /// let v = reg.version();
     /// let _w = d.add_worker().unwrap();

@@ -191,7 +191,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// let mut b = Vec::new();
     /// ws[0].recv_burst(&mut b, 8).unwrap();
@@ -258,7 +258,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// ```
     /// use std::time::Duration;
     /// use flowline::distributor::{self, Config, FlushError};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1]).unwrap();
     /// // Nobody runs the worker here, so the flush times out; the packet is not lost.
     /// let mut out = Vec::new();
@@ -352,7 +352,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1, 2, 3]).unwrap();
     /// assert_eq!(d.in_flight(), 3);
     /// ```

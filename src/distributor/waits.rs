@@ -46,7 +46,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitError;
     ///
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 4 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(4), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// let t = std::thread::spawn(move || {
     ///     let mut b = Vec::new();
@@ -69,7 +69,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// t.join().unwrap();
     ///
     /// // With no worker left, the packets are given back.
-    /// let (mut d, ws) = distributor::new(Config { workers: 1, credit: 4 }, |p: &u64| *p).unwrap();
+    /// let (mut d, ws) = distributor::new(Config::default().workers(1).credit(4), |p: &u64| *p).unwrap();
     /// drop(ws);
     /// let mut input = vec![1, 2];
     /// assert_eq!(d.distribute_wait(&mut input, Duration::MAX), Err(WaitError::Disconnected));
@@ -151,7 +151,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// ```
     /// use std::time::Duration;
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut out = Vec::new();
     /// // Nothing in flight: nothing to wait for.
     /// assert_eq!(d.collect_wait(&mut out, Duration::MAX), Ok(0));
@@ -283,7 +283,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// ```
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitStrategy;
-    /// let (mut d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.set_wait_strategy(WaitStrategy::SpinYield { spins: 100 });
     /// assert_eq!(d.wait_strategy(), WaitStrategy::SpinYield { spins: 100 });
     /// ```
@@ -297,7 +297,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// ```
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitStrategy;
-    /// let (d, _ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(d.wait_strategy(), WaitStrategy::default());
     /// ```
     #[must_use]

@@ -21,7 +21,7 @@ pub use tickets::Ticket;
 /// ```
 /// use flowline::distributor::{self, Config, WORKER_STATS};
 /// assert_eq!(WORKER_STATS[0], "received");
-/// let (mut d, mut ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
 /// d.distribute(&mut vec![5, 5]).unwrap(); // one flow: both to one worker
 /// let mut b = Vec::new();
 /// let i = ws.iter_mut().position(|w| w.recv_burst(&mut b, 8).unwrap() > 0).unwrap();
@@ -93,7 +93,7 @@ pub(crate) const REDISTRIBUTED: usize = 5;
 ///
 /// ```
 /// use flowline::distributor::{self, Config};
-/// let (_d, ws) = distributor::new(Config { workers: 2, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (_d, ws) = distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
 /// assert_eq!(ws.iter().map(|w| w.id()).collect::<Vec<_>>(), [0, 1]);
 /// ```
 pub struct Worker<T> {
@@ -121,7 +121,7 @@ pub struct Worker<T> {
 ///
 /// ```
 /// use flowline::distributor::{self, Config, NotHeld};
-/// let (_d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (_d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// assert_eq!(ws[0].done(3), Err(NotHeld(3)));
 /// ```
 pub struct NotHeld<T>(pub T);
@@ -155,7 +155,7 @@ impl<T> std::error::Error for NotHeld<T> {}
 /// ```
 /// use flowline::distributor::{self, Config, Disconnected};
 /// use flowline::wait::WaitError;
-/// let (d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// drop(d);
 /// assert_eq!(ws[0].recv_burst(&mut Vec::new(), 8), Err(Disconnected));
 /// assert_eq!(WaitError::from(Disconnected), WaitError::Disconnected);
@@ -187,7 +187,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// assert_eq!(w.id(), 0);
     /// ```
@@ -200,7 +200,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// w.recv_burst(&mut Vec::new(), 8).unwrap();
@@ -219,7 +219,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![1, 2, 3]).unwrap();
     /// let mut b = Vec::new();
@@ -259,7 +259,7 @@ impl<T> Worker<T> {
     /// use std::time::Duration;
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitError;
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// let t = std::thread::spawn(move || {
     ///     let mut b = Vec::new();
@@ -303,7 +303,7 @@ impl<T> Worker<T> {
     /// ```
     /// use std::time::Duration;
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// let t = std::thread::spawn(move || {
     ///     flowline::wait::block_on(async move {
@@ -352,7 +352,7 @@ impl<T> Worker<T> {
     /// ```
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitStrategy;
-    /// let (_d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (_d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// ws[0].set_wait_strategy(WaitStrategy::SpinYield { spins: 1000 });
     /// ```
     pub fn set_wait_strategy(&mut self, strategy: WaitStrategy) {
@@ -366,7 +366,7 @@ impl<T> Worker<T> {
     /// ```
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitStrategy;
-    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (_d, ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(ws[0].wait_strategy(), WaitStrategy::default());
     /// ```
     #[must_use]
@@ -382,7 +382,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (_d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (_d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// ws[0].set_async_budget(16);
     /// assert_eq!(ws[0].async_budget(), 16);
     /// ```
@@ -397,7 +397,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (_d, ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// assert_eq!(ws[0].async_budget(), flowline::wait::DEFAULT_ASYNC_BUDGET);
     /// ```
     #[cfg(feature = "async")]
@@ -438,7 +438,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![4]).unwrap();
     /// let mut b = Vec::new();
@@ -475,7 +475,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![4, 5]).unwrap();
     /// let mut b = Vec::new();
@@ -523,7 +523,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![4]).unwrap();
     /// let mut b = Vec::new();
@@ -565,7 +565,7 @@ impl<T> Worker<T> {
     /// ```
     /// use flowline::distributor::{self, Config};
     /// // Tag = the packet's first field.
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &(u64, u64)| p.0).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &(u64, u64)| p.0).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![(1, 100)]).unwrap();
     /// let mut b = Vec::new();
@@ -608,7 +608,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// let mut b = Vec::new();

@@ -25,14 +25,8 @@ fn recv_all(w: &mut Worker<Pkt>) -> Vec<Pkt> {
 
 #[test]
 fn hand_backs_in_reverse_across_flows() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 16,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(16), |p: &Pkt| p.0).unwrap();
     let mut w = ws.pop().unwrap();
     let mut input: Vec<Pkt> = (0..8).map(|f| (f, 0)).collect();
     d.distribute(&mut input).unwrap();
@@ -53,14 +47,8 @@ fn hand_backs_in_reverse_across_flows() {
 /// ones. Every packet comes back once, each flow in order, the reschedules go on.
 #[test]
 fn rescheduling_while_older_packets_are_held() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 64,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(64), |p: &Pkt| p.0).unwrap();
     let mut w = ws.pop().unwrap();
     // Flows 0..4, four packets each, interleaved; packets of flow 3 move to flow 103.
     let mut input: Vec<Pkt> = (0..16).map(|i| (i % 4, i / 4)).collect();
@@ -91,14 +79,8 @@ fn rescheduling_while_older_packets_are_held() {
 
 #[test]
 fn tickets_not_held_are_errors() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &Pkt| p.0).unwrap();
     let mut w = ws.pop().unwrap();
     let t = w.next_ticket();
     assert_eq!(
@@ -138,14 +120,8 @@ fn tickets_not_held_are_errors() {
 #[test]
 #[cfg_attr(not(debug_assertions), ignore = "release builds check one in 16")]
 fn a_worker_that_reorders_one_flow_is_caught() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &Pkt| p.0).unwrap();
     let mut w = ws.pop().unwrap();
     d.distribute(&mut vec![(5, 0), (6, 0), (5, 1)]).unwrap();
     let t = w.next_ticket();
@@ -160,14 +136,8 @@ fn a_worker_that_reorders_one_flow_is_caught() {
 /// Credit is counted from the oldest packet held: packets handed back past it free none.
 #[test]
 fn credit_is_counted_from_the_oldest_packet_held() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 2,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(2), |p: &Pkt| p.0).unwrap();
     let mut w = ws.pop().unwrap();
     d.distribute(&mut vec![(1, 0), (2, 0)]).unwrap();
     let t = w.next_ticket();
@@ -183,14 +153,8 @@ fn credit_is_counted_from_the_oldest_packet_held() {
 
 #[test]
 fn leaving_after_out_of_order_hand_backs_redistributes_the_rest_in_order() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(8), |p: &Pkt| p.0).unwrap();
     // Everything on one flow-free worker first: flows 1..=4 to worker 0 by hand.
     let w1 = ws.pop().unwrap();
     let mut w0 = ws.pop().unwrap();
@@ -227,14 +191,8 @@ fn leaving_after_out_of_order_hand_backs_redistributes_the_rest_in_order() {
 /// the flush ends, and the worker re-joins with a clean stream.
 #[test]
 fn a_dropped_worker_after_out_of_order_hand_backs() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &Pkt| p.0).unwrap();
     let mut w = ws.pop().unwrap();
     d.distribute(&mut vec![(1, 0), (2, 0), (3, 0), (4, 0)])
         .unwrap();
@@ -290,14 +248,8 @@ impl FlowOrder {
 fn random_orders_across_flows_lose_and_reorder_nothing() {
     const FLOWS: u64 = 37;
     const PACKETS: u64 = if cfg!(miri) { 400 } else { 20_000 };
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 32,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, ws) =
+        distributor::new(Config::default().workers(2).credit(32), |p: &Pkt| p.0).unwrap();
     let threads: Vec<_> = ws
         .into_iter()
         .enumerate()
@@ -386,20 +338,15 @@ fn a_panicking_tag_in_an_out_of_order_check_loses_nothing() {
     use std::sync::Arc;
     let armed = Arc::new(AtomicBool::new(false));
     let a = Arc::clone(&armed);
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        move |p: &Pkt| {
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), move |p: &Pkt| {
             assert!(
                 !(a.load(Ordering::Relaxed) && p.0 == 2),
                 "tag cannot parse flow 2"
             );
             p.0
-        },
-    )
-    .unwrap();
+        })
+        .unwrap();
     let mut w = ws.pop().unwrap();
     d.distribute(&mut vec![(1, 0), (2, 0), (3, 0)]).unwrap();
     let t = w.next_ticket();
@@ -423,14 +370,8 @@ fn a_panicking_tag_in_an_out_of_order_check_loses_nothing() {
 #[test]
 fn a_packet_rescheduled_or_dropped_past_its_flow_leaves_it() {
     for drop_it in [false, true] {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 2,
-                credit: 8,
-            },
-            |p: &Pkt| p.0,
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(2).credit(8), |p: &Pkt| p.0).unwrap();
         d.distribute(&mut vec![(1, 0), (1, 1)]).unwrap();
         // One flow: both went to one worker, `k`.
         let mut got = Vec::new();
@@ -485,14 +426,8 @@ fn a_packet_rescheduled_or_dropped_past_its_flow_leaves_it() {
 fn threads_reschedule_and_drop_past_older_packets_of_their_flows() {
     const FLOWS: u64 = 3;
     const PACKETS: u64 = if cfg!(miri) { 300 } else { 30_000 };
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 3,
-            credit: 16,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, ws) =
+        distributor::new(Config::default().workers(3).credit(16), |p: &Pkt| p.0).unwrap();
     let threads: Vec<_> = ws
         .into_iter()
         .enumerate()

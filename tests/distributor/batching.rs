@@ -17,14 +17,8 @@ fn u64_tag(p: &u64) -> u64 {
 /// with less input publishes everything.
 #[test]
 fn a_staged_packet_goes_out_within_the_hold() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 16,
-        },
-        u64_tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(16), u64_tag).unwrap();
     d.set_batching(8, 3);
     // Flow 1000 fills one worker's credit (published: a batch), and that worker holds it.
     d.distribute(&mut vec![1000; 16]).unwrap();
@@ -63,14 +57,8 @@ fn a_staged_packet_goes_out_within_the_hold() {
 /// new flows, one per worker, stays staged; the next fills both batches.
 #[test]
 fn the_batch_is_bounded_by_the_credit() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 4,
-        },
-        u64_tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(4), u64_tag).unwrap();
     d.set_batching(usize::MAX, u32::MAX);
     let mut b = Vec::new();
     d.distribute(&mut vec![1, 2]).unwrap();
@@ -90,14 +78,8 @@ fn the_batch_is_bounded_by_the_credit() {
 /// see `Disconnected`.
 #[test]
 fn dropping_the_distributor_delivers_what_is_staged() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 64,
-        },
-        u64_tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(64), u64_tag).unwrap();
     d.set_batching(8, u32::MAX);
     // A batch of input over two workers: neither lane has a batch.
     d.distribute(&mut (0..8).collect()).unwrap();
@@ -117,14 +99,7 @@ fn dropping_the_distributor_delivers_what_is_staged() {
 /// what its ring held, in order, to the other worker, ahead of the flow's new input.
 #[test]
 fn staged_packets_of_a_leaving_worker_go_to_another_in_order() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 64,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(64), tag).unwrap();
     d.set_batching(4, u32::MAX);
     let p = |flow, seq| Pkt { flow, seq, id: seq };
     // Four of flow 7 go out as a batch, all to worker 0.
@@ -162,14 +137,8 @@ fn staged_packets_of_a_leaving_worker_go_to_another_in_order() {
 #[test]
 fn a_quiet_lanes_hand_backs_come_back_within_as_many_calls_as_workers() {
     const W: usize = 4;
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: W,
-            credit: 64,
-        },
-        u64_tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(W).credit(64), u64_tag).unwrap();
     d.distribute(&mut vec![1000]).unwrap();
     d.distribute(&mut Vec::new()).unwrap(); // publishes it
     let mut b = Vec::new();
@@ -197,14 +166,8 @@ fn a_quiet_lanes_hand_backs_come_back_within_as_many_calls_as_workers() {
 /// ring, also the hand-backs of a lane with less than a batch outstanding.
 #[test]
 fn a_loop_of_collect_alone_brings_everything_back() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 512,
-        },
-        u64_tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(512), u64_tag).unwrap();
     assert_eq!(d.distribute(&mut (0..32).collect()), Ok(32)); // a full batch: published
     let mut b = Vec::new();
     assert_eq!(ws[0].recv_burst(&mut b, 64), Ok(32));
@@ -227,13 +190,9 @@ fn distributing_only_while_input_lasts_drains() {
     // Whole bursts: the last call is a loaded one, whose staged packets only a collect
     // can get out. (Fewer under Miri, which runs threads far slower.)
     const TOTAL: u64 = if cfg!(miri) { 4 * 32 } else { 313 * 32 };
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 512,
-        },
-        |p: &u64| *p % FLOWS,
-    )
+    let (mut d, ws) = distributor::new(Config::default().workers(2).credit(512), |p: &u64| {
+        *p % FLOWS
+    })
     .unwrap();
     let ts: Vec<_> = ws
         .into_iter()

@@ -36,24 +36,17 @@ pub(crate) const WAIT: Duration = Duration::from_secs(30);
 fn bad_configs_are_errors() {
     let e = |c| distributor::new(c, tag).err();
     assert_eq!(
-        e(Config {
-            workers: 0,
-            credit: 8
-        }),
+        e(Config::default().workers(0).credit(8)),
         Some(ConfigError::ZeroWorkers)
     );
     assert_eq!(
-        e(Config {
-            workers: distributor::MAX_WORKERS + 1,
-            credit: 8
-        }),
+        e(Config::default()
+            .workers(distributor::MAX_WORKERS + 1)
+            .credit(8)),
         Some(ConfigError::TooManyWorkers(distributor::MAX_WORKERS + 1))
     );
     assert_eq!(
-        e(Config {
-            workers: 1,
-            credit: 0
-        }),
+        e(Config::default().workers(1).credit(0)),
         Some(ConfigError::BadCredit(0))
     );
     assert!(ConfigError::BadCredit(0).to_string().contains("1 to"));
@@ -61,14 +54,7 @@ fn bad_configs_are_errors() {
 
 #[test]
 fn handing_back_a_packet_never_received_is_an_error() {
-    let (_d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 4,
-        },
-        tag,
-    )
-    .unwrap();
+    let (_d, mut ws) = distributor::new(Config::default().workers(1).credit(4), tag).unwrap();
     let p = Pkt {
         flow: 1,
         seq: 0,
@@ -81,14 +67,7 @@ fn handing_back_a_packet_never_received_is_an_error() {
 
 #[test]
 fn rejoin_errors() {
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 4,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, ws) = distributor::new(Config::default().workers(2).credit(4), tag).unwrap();
     assert_eq!(d.rejoin(5).unwrap_err(), JoinError::NoSuchWorker(5));
     assert_eq!(d.rejoin(0).unwrap_err(), JoinError::Active(0));
     drop(ws);
@@ -98,14 +77,7 @@ fn rejoin_errors() {
 
 #[test]
 fn in_flight_flow_sticks_to_its_worker_idle_flow_may_move() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(8), tag).unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
     let p = |flow, seq| Pkt {
@@ -150,14 +122,7 @@ fn in_flight_flow_sticks_to_its_worker_idle_flow_may_move() {
 
 #[test]
 fn backpressure_keeps_a_flows_later_packets_with_the_caller() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 2,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(2), tag).unwrap();
     let p = |flow, seq| Pkt {
         flow,
         seq,
@@ -188,14 +153,7 @@ fn backpressure_keeps_a_flows_later_packets_with_the_caller() {
 
 #[test]
 fn rescheduled_packet_is_next_in_its_new_flow() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(8), tag).unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
     let p = |flow, seq| Pkt {
@@ -242,14 +200,8 @@ fn poison_tag(p: &Poisoned) -> u64 {
 /// moved the first to the back when the panic came: the backlog was left rotated.)
 #[test]
 fn a_panicking_tag_leaves_the_backlog_in_order() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 1,
-        },
-        poison_tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(1), poison_tag).unwrap();
     let p = |flow, seq, poison| Poisoned { flow, seq, poison };
     let (g, a) = (1, 2);
     d.distribute(&mut vec![p(g, 0, false)]).unwrap();
@@ -287,14 +239,7 @@ fn a_panicking_tag_leaves_the_backlog_in_order() {
 
 #[test]
 fn last_worker_leaving_gives_packets_back_in_order() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), tag).unwrap();
     let p = |flow, seq| Pkt {
         flow,
         seq,
@@ -333,14 +278,7 @@ fn last_worker_leaving_gives_packets_back_in_order() {
 
 #[test]
 fn flush_with_no_workers_gives_backlog_back() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), tag).unwrap();
     let p = |seq| Pkt {
         flow: 1,
         seq,
@@ -404,14 +342,7 @@ fn threads_keep_affinity_order_and_exactly_once() {
     let flows = 64usize;
     let n: u64 = if cfg!(miri) { 60 } else { 200_000 };
     let workers = 3;
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers,
-            credit: 32,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, ws) = distributor::new(Config::default().workers(workers).credit(32), tag).unwrap();
     let checker = Arc::new(Checker::new(flows + 1));
     let rejoin_tx_rx = std::sync::mpsc::channel::<usize>();
     let (left_tx, left_rx) = rejoin_tx_rx;
@@ -549,14 +480,7 @@ fn stalled_worker_delays_only_its_flows() {
     // Credit 1: once the stalled worker holds flow 0's packet it gets nothing else, so
     // exactly flow 0 is held back (with a larger credit, the flows it took before stalling
     // would be held back too, and only those).
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 1,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, ws) = distributor::new(Config::default().workers(2).credit(1), tag).unwrap();
     let gate = Arc::new(Barrier::new(2));
     let mut ws = ws.into_iter();
     let mut w0 = ws.next().unwrap();
@@ -648,13 +572,13 @@ fn sleeping_flush_sees_slow_completions_and_hand_backs() {
     // Tags are flows; the worker reschedules packet 0 to flow 100 (routed again by the
     // flush itself) and completes everything else after delays longer than the flush's
     // spinning, so the flush must have slept and been woken (or timed out a nap) to finish.
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 16,
-        },
-        |p: &u64| if *p >= 1000 { 100 } else { *p },
-    )
+    let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(16), |p: &u64| {
+        if *p >= 1000 {
+            100
+        } else {
+            *p
+        }
+    })
     .unwrap();
     let mut w = ws.pop().unwrap();
     d.distribute(&mut (0..8).collect()).unwrap();
@@ -703,14 +627,8 @@ fn hand_backs_wake_a_sleeping_flush() {
     // Naps of an hour: the flush can only finish within its 30 s if the worker's
     // hand-backs wake it, a reschedule (control ring) and then a completion, each posted
     // while it sleeps. A lost wake-up shows as a timeout, not as a slow test.
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     d.set_flush_naps(Duration::from_secs(3600), Duration::from_secs(3600));
     let mut w = ws.pop().unwrap();
     d.distribute(&mut vec![7]).unwrap();
@@ -738,14 +656,8 @@ fn flush_follows_a_reschedule_chain_across_two_workers() {
     // flow (tag + 1) until its tag reaches 40, then completes it. A flush started right
     // away must route every hand-back (they arrive on the control rings) and return all
     // four, exactly once.
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, ws) =
+        distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
     let stop = Arc::new(AtomicUsize::new(0));
     let threads: Vec<_> = ws
         .into_iter()

@@ -22,14 +22,7 @@ use crate::support::rng::Rng;
 fn workers_added_and_removed_under_load_keep_order_and_exactly_once() {
     let flows = 32usize;
     let n: u64 = if cfg!(miri) { 80 } else { 50_000 };
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 16,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, ws) = distributor::new(Config::default().workers(1).credit(16), tag).unwrap();
     let registry = d.registry();
     let checker = Arc::new(Checker::new(flows));
     let (left_tx, left_rx) = std::sync::mpsc::channel::<usize>();
@@ -215,14 +208,7 @@ fn workers_added_and_removed_under_load_keep_order_and_exactly_once() {
 /// from a removed worker's ring.
 #[test]
 fn add_and_remove_workers_errors_ids_and_counters() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 4,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(4), tag).unwrap();
     let reg = d.registry();
     let v0 = reg.version();
     assert_eq!(d.remove_worker(2), Err(JoinError::NoSuchWorker(2)));
@@ -314,10 +300,9 @@ fn add_and_remove_workers_errors_ids_and_counters() {
 )]
 fn adding_beyond_max_workers_is_an_error_until_one_is_removed() {
     let (mut d, ws) = distributor::new(
-        Config {
-            workers: distributor::MAX_WORKERS,
-            credit: 1,
-        },
+        Config::default()
+            .workers(distributor::MAX_WORKERS)
+            .credit(1),
         tag,
     )
     .unwrap();
@@ -338,14 +323,8 @@ fn adding_beyond_max_workers_is_an_error_until_one_is_removed() {
 /// takes them over counts them), nor those lost with its dropped handle.
 #[test]
 fn worker_completed_counts_what_the_worker_handed_back() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        |p: &u64| *p / 100,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p / 100).unwrap();
     let mut w1 = ws.pop().unwrap();
     let w0 = ws.pop().unwrap();
     // One flow, sent to worker 0, which leaves having received nothing.

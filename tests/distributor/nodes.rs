@@ -192,12 +192,11 @@ fn run_migrating(
     } else {
         nodes_n
     };
-    let cfg = NodesConfig {
-        nodes: nodes_n,
-        workers_per_node: workers,
-        credit: 8,
-        bridge,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(nodes_n)
+        .workers_per_node(workers)
+        .credit(8)
+        .bridge(bridge);
     let layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
     let busy = Busy::new(FLOWS);
     let threads: Vec<_> = layout

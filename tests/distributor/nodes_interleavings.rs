@@ -60,12 +60,11 @@ fn a_released_packet_waiting_for_credit_delays_only_its_flow() {
     let h = (0..)
         .find(|&t| owner_of(t, 3) == 0 && bucket_of(t) != bucket_of(g))
         .unwrap();
-    let cfg = NodesConfig {
-        nodes: 3,
-        workers_per_node: 2,
-        credit: 1,
-        bridge: 8,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(3)
+        .workers_per_node(2)
+        .credit(1)
+        .bridge(8);
     let mut layout = nodes::new(cfg, hook_tag as fn(&Pkt) -> u64).unwrap();
     for (n, _) in &mut layout {
         n.set_batching(1, 0); // these tests check single calls

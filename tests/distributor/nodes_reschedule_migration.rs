@@ -229,12 +229,11 @@ fn a_reschedule_held_for_a_handover_is_not_overtaken_by_one_made_at_the_old_owne
 fn reschedules_over_two_bridges_keep_their_order_after_their_flow_migrates() {
     let f = (0..).find(|&t| owner_of(t, 3) == 2).unwrap();
     let g = (0..).find(|&t| owner_of(t, 3) == 0).unwrap();
-    let cfg = NodesConfig {
-        nodes: 3,
-        workers_per_node: 1,
-        credit: 1,
-        bridge: 8,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(3)
+        .workers_per_node(1)
+        .credit(1)
+        .bridge(8);
     let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
     for (n, _) in &mut layout {
         n.set_batching(1, 0); // this test checks single calls

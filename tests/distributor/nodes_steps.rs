@@ -298,11 +298,12 @@ fn a_flush_waits_for_the_other_nodes_and_times_out_without_loss() {
 
 #[test]
 fn bad_layouts_are_errors() {
-    let c = |nodes, bridge| NodesConfig {
-        nodes,
-        workers_per_node: 1,
-        credit: 8,
-        bridge,
+    let c = |nodes, bridge| {
+        NodesConfig::default()
+            .nodes(nodes)
+            .workers_per_node(1)
+            .credit(8)
+            .bridge(bridge)
     };
     assert_eq!(nodes::new(c(0, 8), tag).err(), Some(NodesError::NoNodes));
     assert_eq!(
@@ -329,12 +330,11 @@ fn ownership_is_spread_and_agrees_with_the_nodes() {
         "{counts:?}"
     );
     assert!((0..100).all(|t| owner_of(t, 1) == 0));
-    let cfg = NodesConfig {
-        nodes: 3,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(3)
+        .workers_per_node(1)
+        .credit(8)
+        .bridge(8);
     let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
     for (n, _) in &mut layout {
         n.set_batching(1, 0);
@@ -690,12 +690,11 @@ fn a_reschedule_does_not_overtake_an_older_one_released_by_a_handover() {
 fn packets_held_for_a_handover_are_released_in_the_order_they_were_read_across_sources() {
     let g = (0..).find(|&t| owner_of(t, 3) == 1).unwrap();
     let f = (0..).find(|&t| owner_of(t, 3) == 0).unwrap();
-    let cfg = NodesConfig {
-        nodes: 3,
-        workers_per_node: 1,
-        credit: 8,
-        bridge: 8,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(3)
+        .workers_per_node(1)
+        .credit(8)
+        .bridge(8);
     let mut layout = nodes::new(cfg, tag as fn(&Pkt) -> u64).unwrap();
     for (n, _) in &mut layout {
         n.set_batching(1, 0); // this test checks single calls
@@ -797,12 +796,11 @@ fn a_reschedule_read_before_a_bridged_packet_of_its_flow_goes_first() {
 /// one by one, as without batching.
 #[test]
 fn a_light_call_spreads_new_flows_over_the_workers() {
-    let cfg = NodesConfig {
-        nodes: 1,
-        workers_per_node: 2,
-        credit: 64,
-        bridge: 8,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(1)
+        .workers_per_node(2)
+        .credit(64)
+        .bridge(8);
     let mut layout = nodes::new(cfg, |p: &u64| *p).unwrap();
     let (mut node, mut ws) = layout.pop().unwrap();
     node.distribute(&mut (0..20).collect()).unwrap();

@@ -12,7 +12,8 @@ use flowline::distributor::{self, Config, ConfigError, FlushError, NoWorkers, Wo
 const LONG: Duration = Duration::from_secs(30);
 
 fn ordered(workers: usize, credit: usize, window: usize) -> OrderedPair {
-    distributor::new_ordered::<u64>(Config { workers, credit }, window).unwrap()
+    distributor::new_ordered::<u64>(Config::default().workers(workers).credit(credit), window)
+        .unwrap()
 }
 
 type OrderedPair = (
@@ -28,17 +29,14 @@ fn recv_all(w: &mut Worker<u64>) -> Vec<u64> {
 
 #[test]
 fn bad_windows_are_refused() {
-    let c = Config {
-        workers: 1,
-        credit: 8,
-    };
+    let c = Config::default().workers(1).credit(8);
     let e = distributor::new_ordered::<u64>(c, 0).unwrap_err();
     assert_eq!(e, ConfigError::BadWindow(0));
     assert!(e.to_string().contains("reorder window 0"));
     let big = distributor::MAX_WINDOW + 1;
     let e = distributor::new_ordered::<u64>(c, big).unwrap_err();
     assert_eq!(e, ConfigError::BadWindow(big));
-    let e = distributor::new_ordered::<u64>(Config { workers: 0, ..c }, 8).unwrap_err();
+    let e = distributor::new_ordered::<u64>(c.workers(0), 8).unwrap_err();
     assert_eq!(e, ConfigError::ZeroWorkers);
 }
 

@@ -23,10 +23,7 @@ fn each_packet_goes_to_the_worker_the_routing_rules_pick() {
     const WORKERS: usize = 4;
     const CREDIT: usize = 6;
     let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: WORKERS,
-            credit: CREDIT,
-        },
+        Config::default().workers(WORKERS).credit(CREDIT),
         |p: &(u64, u64)| p.0,
     )
     .unwrap();
@@ -108,10 +105,7 @@ fn each_packet_goes_to_the_worker_the_routing_rules_pick() {
 fn a_pick_left_by_a_panicking_tag_is_not_reused_after_completions() {
     let mut armed = true;
     let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
+        Config::default().workers(2).credit(8),
         move |p: &(u64, u64)| {
             if armed && p.1 == 99 {
                 armed = false;
@@ -169,14 +163,8 @@ impl Drop for Bomb {
 /// (it was taken for the dropped packet's, and the order check blamed the worker).
 #[test]
 fn a_packet_panicking_in_drop_packet_leaves_the_worker_in_order() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &Bomb| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &Bomb| p.0).unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
     d.distribute(&mut vec![Bomb(1, true), Bomb(2, false)])
@@ -205,10 +193,7 @@ fn a_packet_panicking_in_drop_packet_leaves_the_worker_in_order() {
 /// distributor, whose window gives the dropped packet's place up.
 #[test]
 fn a_packet_panicking_in_drop_at_leaves_the_worker_in_order() {
-    let config = Config {
-        workers: 1,
-        credit: 8,
-    };
+    let config = Config::default().workers(1).credit(8);
     let tag: fn(&Bomb) -> u64 = |p| p.0;
     let (d, ws) = distributor::new(config, tag).unwrap();
     drop_panicking_in_order(d, ws);
@@ -267,14 +252,8 @@ fn a_node_dropping_a_panicking_bridge_packet_lets_the_others_flush() {
 /// until the timeout, which names it; the other worker's are back.
 #[test]
 fn a_flush_timeout_names_the_forgotten_worker() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        |p: &(u64, u64)| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(8), |p: &(u64, u64)| p.0).unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
     // Flows 1 and 2 go to workers 0 and 1 (a new flow goes to the least loaded worker).

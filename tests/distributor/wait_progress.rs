@@ -71,14 +71,7 @@ fn driven_at(
         }
         flow(p)
     };
-    let (d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 2,
-        },
-        tag,
-    )
-    .unwrap();
+    let (d, mut ws) = distributor::new(Config::default().workers(1).credit(2), tag).unwrap();
     *shared.borrow_mut() = ws.pop();
     (d, shared)
 }
@@ -227,14 +220,8 @@ impl Rescheduling {
             }
             *p / 100
         };
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 2,
-            },
-            tag,
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(1).credit(2), tag).unwrap();
         assert_eq!(d.distribute(&mut vec![100, 101]), Ok(2));
         let mut w = ws.pop().unwrap();
         let mut b = Vec::new();
@@ -359,14 +346,7 @@ fn collect_wait_with_a_reschedule_read_by_collect(strategy: WaitStrategy, nth: u
             *p
         }
     };
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 1,
-        },
-        tag,
-    )
-    .unwrap();
+    let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(1), tag).unwrap();
     d.set_wait_strategy(strategy);
     // B to worker 0, X to worker 1 (both idle: the first lane first), which leaves with
     // X unprocessed: X waits in the backlog for worker 0's credit.
@@ -433,14 +413,8 @@ fn collect_wait_routes_a_reschedule_its_own_collect_read() {
 #[test]
 fn collect_wait_keeps_up_with_a_worker_that_reschedules() {
     let rounds: u64 = if cfg!(miri) { 20 } else { 1000 };
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 4,
-        },
-        |p: &u64| *p & 0xff,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(4), |p: &u64| *p & 0xff).unwrap();
     d.set_wait_strategy(WaitStrategy::SpinPark {
         spins: 0,
         yields: 0,

@@ -41,14 +41,8 @@ fn distribute_wait_ends_when_a_worker_hands_back() {
             yields: 2,
         },
     ] {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 4,
-            },
-            |p: &u64| *p,
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(1).credit(4), |p: &u64| *p).unwrap();
         d.set_wait_strategy(strategy);
         let mut w = ws.pop().unwrap();
         assert_eq!(d.distribute(&mut vec![1, 1, 1, 1]), Ok(4));
@@ -82,14 +76,8 @@ fn distribute_wait_ends_when_a_worker_hands_back() {
 
 #[test]
 fn distribute_wait_times_out_and_keeps_the_packets() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 2,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(2), |p: &u64| *p).unwrap();
     let mut w = ws.pop().unwrap();
     let mut input = vec![5, 6, 7];
     assert_eq!(d.distribute(&mut input), Ok(2));
@@ -115,14 +103,8 @@ fn distribute_wait_times_out_and_keeps_the_packets() {
 /// come back with `Disconnected` (the leaving worker's unprocessed ones first).
 #[test]
 fn distribute_wait_ends_when_workers_leave() {
-    let (mut d, ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 2,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, ws) =
+        distributor::new(Config::default().workers(2).credit(2), |p: &u64| *p).unwrap();
     d.set_wait_strategy(WaitStrategy::SpinPark {
         spins: 4,
         yields: 1,
@@ -161,14 +143,8 @@ fn distribute_wait_ends_when_workers_leave() {
 
 #[test]
 fn collect_wait_returns_what_comes_back_and_routes_reschedules() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &u64| *p % 100,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p % 100).unwrap();
     let mut out = Vec::new();
     assert_eq!(d.collect_wait(&mut out, LONG), Ok(0), "nothing in flight");
     let mut w = ws.pop().unwrap();
@@ -204,14 +180,8 @@ fn collect_wait_returns_what_comes_back_and_routes_reschedules() {
 
 #[test]
 fn collect_wait_with_no_worker_left_is_disconnected() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     d.distribute(&mut vec![1, 2]).unwrap();
     let mut w = ws.pop().unwrap();
     let t = std::thread::spawn(move || {
@@ -232,14 +202,8 @@ fn collect_wait_with_no_worker_left_is_disconnected() {
 /// for another lane's credit.
 #[test]
 fn staged_packets_go_out_before_the_distributor_sleeps() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 64,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(64), |p: &u64| *p).unwrap();
     d.set_wait_strategy(WaitStrategy::SpinPark {
         spins: 0,
         yields: 0,
@@ -262,14 +226,8 @@ fn staged_packets_go_out_before_the_distributor_sleeps() {
 /// packets are there (as `recv_burst` with `max` 0).
 #[test]
 fn recv_burst_wait_for_zero_packets_returns_at_once() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 4,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(4), |p: &u64| *p).unwrap();
     let mut w = ws.pop().unwrap();
     let mut b = Vec::new();
     assert_eq!(w.recv_burst_wait(&mut b, 0, Duration::MAX), Ok(0));

@@ -14,14 +14,11 @@ use loom::thread;
 #[test]
 fn two_workers_exactly_once_and_in_order() {
     loom::model(|| {
-        let (mut d, ws) = distributor::new(
-            Config {
-                workers: 2,
-                credit: 2,
-            },
-            |p: &(u8, u8)| u64::from(p.0),
-        )
-        .unwrap();
+        let (mut d, ws) =
+            distributor::new(Config::default().workers(2).credit(2), |p: &(u8, u8)| {
+                u64::from(p.0)
+            })
+            .unwrap();
         let mut pending = vec![(b'A', 0), (b'B', 0), (b'A', 1)];
         assert_eq!(d.distribute(&mut pending).unwrap(), 3);
         let handles: Vec<_> = ws
@@ -67,14 +64,11 @@ fn two_workers_exactly_once_and_in_order() {
 #[test]
 fn drop_then_done_merge_across_return_rings() {
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 2,
-            },
-            |p: &(u8, u8)| u64::from(p.0),
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(1).credit(2), |p: &(u8, u8)| {
+                u64::from(p.0)
+            })
+            .unwrap();
         assert_eq!(d.distribute(&mut vec![(b'A', 0), (b'B', 1)]).unwrap(), 2);
         let mut w = ws.pop().unwrap();
         let t = thread::spawn(move || {
@@ -107,14 +101,11 @@ fn drop_then_done_merge_across_return_rings() {
 #[test]
 fn dropped_worker_is_an_implicit_leave() {
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 2,
-                credit: 2,
-            },
-            |p: &(u8, u8)| u64::from(p.0),
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(2).credit(2), |p: &(u8, u8)| {
+                u64::from(p.0)
+            })
+            .unwrap();
         let mut w1 = ws.pop().unwrap();
         let mut w0 = ws.pop().unwrap();
         assert_eq!(d.distribute(&mut vec![(b'A', 0), (b'A', 1)]).unwrap(), 2);
@@ -158,13 +149,9 @@ fn dropped_worker_is_an_implicit_leave() {
 #[test]
 fn registry_totals_never_go_back_across_leave_remove_and_add() {
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 1,
-            },
-            |p: &u8| u64::from(*p),
-        )
+        let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(1), |p: &u8| {
+            u64::from(*p)
+        })
         .unwrap();
         let reg = d.registry();
         let reader = {
@@ -214,13 +201,9 @@ fn registry_totals_never_go_back_across_leave_remove_and_add() {
 #[test]
 fn a_hand_back_the_distributor_has_read_is_in_the_totals() {
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 1,
-            },
-            |p: &u8| u64::from(*p),
-        )
+        let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(1), |p: &u8| {
+            u64::from(*p)
+        })
         .unwrap();
         let reg = d.registry();
         let mut w = ws.pop().unwrap();
@@ -254,13 +237,9 @@ fn distribute_wait_and_collect_wait_wake_on_the_hand_back() {
     use flowline::wait::WaitStrategy;
     use std::time::Duration;
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 1,
-            },
-            |p: &u8| u64::from(*p),
-        )
+        let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(1), |p: &u8| {
+            u64::from(*p)
+        })
         .unwrap();
         d.set_wait_strategy(WaitStrategy::SpinPark {
             spins: 0,
@@ -297,10 +276,7 @@ fn distribute_wait_and_collect_wait_wake_on_the_hand_back() {
 #[test]
 fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
     loom::model(|| {
-        let config = Config {
-            workers: 1,
-            credit: 1,
-        };
+        let config = Config::default().workers(1).credit(1);
         let (d, ws) = distributor::new(config, |p: &u8| u64::from(*p)).unwrap();
         wait_through_one_credit(d, ws);
     });
@@ -311,10 +287,7 @@ fn distribute_wait_sees_a_hand_back_its_own_poll_read() {
 #[test]
 fn ordered_distribute_wait_sees_a_hand_back_its_own_poll_read() {
     loom::model(|| {
-        let config = Config {
-            workers: 1,
-            credit: 1,
-        };
+        let config = Config::default().workers(1).credit(1);
         let (d, ws) = distributor::new_ordered::<u8>(config, 1).unwrap();
         wait_through_one_credit(d, ws);
     });
@@ -329,10 +302,7 @@ fn collect_wait_routes_a_reschedule_its_collect_read() {
     use flowline::wait::WaitStrategy;
     use std::time::Duration;
     loom::model(|| {
-        let config = Config {
-            workers: 1,
-            credit: 1,
-        };
+        let config = Config::default().workers(1).credit(1);
         let (mut d, mut ws) = distributor::new(config, |p: &u8| u64::from(*p)).unwrap();
         d.set_wait_strategy(WaitStrategy::SpinPark {
             spins: 0,
@@ -408,13 +378,9 @@ fn wait_through_one_credit<S: distributor::Schedule<u8>>(
 #[test]
 fn out_of_order_hand_backs_merge_across_return_rings() {
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 4,
-            },
-            |p: &u8| u64::from(*p),
-        )
+        let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(4), |p: &u8| {
+            u64::from(*p)
+        })
         .unwrap();
         assert_eq!(d.distribute(&mut vec![b'A', b'B', b'C']).unwrap(), 3);
         let mut w = ws.pop().unwrap();
@@ -451,14 +417,8 @@ fn out_of_order_hand_backs_merge_across_return_rings() {
 #[test]
 fn reorder_window_with_a_leaving_worker() {
     loom::model(|| {
-        let (mut d, mut ws) = distributor::new_ordered::<u8>(
-            Config {
-                workers: 2,
-                credit: 2,
-            },
-            4,
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new_ordered::<u8>(Config::default().workers(2).credit(2), 4).unwrap();
         assert_eq!(d.distribute(&mut vec![0, 1, 2]).unwrap(), 3);
         let mut w1 = ws.pop().unwrap();
         let mut w0 = ws.pop().unwrap();

@@ -154,13 +154,7 @@ fn mpsc_huge_capacity_is_an_error_not_an_abort() {
 #[cfg(not(miri))]
 fn distributor_ring_allocation_failure_is_a_config_error() {
     type Jumbo = [u8; 1 << 20];
-    let r = distributor::new(
-        Config {
-            workers: 2,
-            credit: 1 << 20,
-        },
-        |_: &Jumbo| 0,
-    );
+    let r = distributor::new(Config::default().workers(2).credit(1 << 20), |_: &Jumbo| 0);
     match r {
         Err(ConfigError::AllocFailed(CapacityError::AllocFailed { .. })) => {}
         Err(e) => panic!("unexpected {e:?}"),
@@ -176,16 +170,10 @@ fn distributor_ring_allocation_failure_is_a_config_error() {
 /// before the panic are delivered by the next call.
 #[test]
 fn panicking_tag_closure_loses_no_packet() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 16,
-        },
-        |p: &u64| {
-            assert!(*p != 13, "tag cannot parse packet 13");
-            *p % 3
-        },
-    )
+    let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(16), |p: &u64| {
+        assert!(*p != 13, "tag cannot parse packet 13");
+        *p % 3
+    })
     .unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
@@ -244,10 +232,7 @@ fn tag_panicking_once_at(at: u64) -> impl FnMut(&(u64, u64)) -> u64 {
 #[test]
 fn packets_staged_before_a_tag_panic_survive_their_worker_leaving() {
     let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 16,
-        },
+        Config::default().workers(2).credit(16),
         tag_panicking_once_at(3),
     )
     .unwrap();
@@ -270,21 +255,15 @@ fn packets_staged_before_a_tag_panic_survive_their_worker_leaving() {
 #[test]
 fn tag_panic_on_a_packet_handed_back_unprocessed_loses_nothing() {
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 16,
-        },
-        {
-            let armed = Arc::clone(&armed);
-            move |p: &(u64, u64)| {
-                if p.1 == 101 && armed.swap(false, Ordering::SeqCst) {
-                    panic!("tag cannot parse packet 101 now");
-                }
-                p.0
+    let (mut d, mut ws) = distributor::new(Config::default().workers(2).credit(16), {
+        let armed = Arc::clone(&armed);
+        move |p: &(u64, u64)| {
+            if p.1 == 101 && armed.swap(false, Ordering::SeqCst) {
+                panic!("tag cannot parse packet 101 now");
             }
-        },
-    )
+            p.0
+        }
+    })
     .unwrap();
     let mut w1 = ws.pop().unwrap();
     let mut w0 = ws.pop().unwrap();
@@ -306,14 +285,8 @@ fn tag_panic_on_a_packet_handed_back_unprocessed_loses_nothing() {
 #[test]
 fn rewriting_the_tagged_field_needs_the_order_check_off() {
     let run = |check: bool| {
-        let (mut d, mut ws) = distributor::new(
-            Config {
-                workers: 1,
-                credit: 8,
-            },
-            |p: &(u64, u64)| p.0,
-        )
-        .unwrap();
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(1).credit(8), |p: &(u64, u64)| p.0).unwrap();
         // Each call publishes what it routed: this checks single calls.
         d.set_batching(1, 0);
         d.set_order_check(check);
@@ -339,14 +312,11 @@ fn rewriting_the_tagged_field_needs_the_order_check_off() {
 /// leave: what it never received is redistributed in order, what it held is counted lost.
 #[test]
 fn worker_thread_panicking_mid_burst_is_an_implicit_leave() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 32,
-        },
-        |p: &(u64, u64)| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(32), |p: &(u64, u64)| {
+            p.0
+        })
+        .unwrap();
     let w1 = ws.pop().unwrap();
     let mut w0 = ws.pop().unwrap();
     // Flow 0 goes to worker 0 (the first least-loaded one), 20 packets.
@@ -398,14 +368,8 @@ fn worker_thread_panicking_mid_burst_is_an_implicit_leave() {
 #[test]
 #[should_panic(expected = "worker 0 handed back a packet out of order")]
 fn out_of_order_hand_back_is_loud() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
     d.distribute(&mut vec![1, 2]).unwrap();
@@ -420,14 +384,8 @@ fn out_of_order_hand_back_is_loud() {
 /// packets on one, drops and reschedules on the other), so a correct interleaving passes.
 #[test]
 fn in_order_hand_back_mixing_drops_and_reschedules_passes_the_check() {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &(u64, u64)| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &(u64, u64)| p.0).unwrap();
     let mut input: Vec<(u64, u64)> = (0..6).map(|i| (i % 3, i)).collect();
     d.distribute(&mut input).unwrap();
     let mut b = Vec::new();

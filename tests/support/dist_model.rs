@@ -89,8 +89,11 @@ impl Model {
 }
 
 pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
-    let (mut d, ws) = distributor::new(Config { workers, credit }, |p: &Pkt| p.flow)
-        .map_err(|e| e.to_string())?;
+    let (mut d, ws) = distributor::new(
+        Config::default().workers(workers).credit(credit),
+        |p: &Pkt| p.flow,
+    )
+    .map_err(|e| e.to_string())?;
     let mut ws: Vec<Option<Worker<Pkt>>> = ws.into_iter().map(Some).collect();
     let mut m = Model {
         order: HashMap::new(),

@@ -20,12 +20,11 @@ pub fn two_nodes<T, F>(
 where
     F: FnMut(&T) -> u64 + Clone,
 {
-    let cfg = NodesConfig {
-        nodes: 2,
-        workers_per_node,
-        credit,
-        bridge,
-    };
+    let cfg = NodesConfig::default()
+        .nodes(2)
+        .workers_per_node(workers_per_node)
+        .credit(credit)
+        .bridge(bridge);
     let mut layout = nodes::new(cfg, tag).unwrap();
     let n1 = layout.pop().unwrap();
     let n0 = layout.pop().unwrap();

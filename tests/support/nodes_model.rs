@@ -338,12 +338,11 @@ pub fn run(
     ops: &[Op],
 ) -> Result<(), String> {
     let layout = nodes::new(
-        NodesConfig {
-            nodes: n,
-            workers_per_node: workers,
-            credit,
-            bridge,
-        },
+        NodesConfig::default()
+            .nodes(n)
+            .workers_per_node(workers)
+            .credit(credit)
+            .bridge(bridge),
         tag as fn(&Pkt) -> u64,
     )
     .map_err(|e| e.to_string())?;

@@ -210,8 +210,9 @@ impl Model {
 }
 
 pub fn run(workers: usize, credit: usize, window: usize, ops: &[Op]) -> Result<(), String> {
-    let (mut d, ws) = distributor::new_ordered::<u64>(Config { workers, credit }, window)
-        .map_err(|e| e.to_string())?;
+    let (mut d, ws) =
+        distributor::new_ordered::<u64>(Config::default().workers(workers).credit(credit), window)
+            .map_err(|e| e.to_string())?;
     d.set_flush_naps(Duration::from_micros(50), Duration::from_micros(200));
     let n = ws.len();
     let mut m = Model {

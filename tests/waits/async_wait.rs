@@ -278,14 +278,8 @@ fn mpsc_two_async_producers_and_a_burst_consumer() {
 fn distributor_workers_receive_asynchronously() {
     use flowline::distributor::{self, Config};
     let n: u64 = if cfg!(miri) { 50 } else { 20_000 };
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 16,
-        },
-        |p: &u64| *p % 64,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(16), |p: &u64| *p % 64).unwrap();
     // A wait that is dropped while pending takes nothing.
     {
         let w = &mut ws[0];
@@ -656,14 +650,8 @@ fn a_panicking_waker_woken_while_unwinding_does_not_abort() {
 #[test]
 fn a_distribute_waking_a_panicking_waker_counts_and_loses_nothing() {
     use flowline::distributor::{self, Config};
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 2,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(2).credit(8), |p: &u64| *p).unwrap();
     // Each call publishes what it routed: this checks single calls.
     d.set_batching(1, 0);
     ws[0].set_wait_strategy(REGISTER_AT_ONCE);

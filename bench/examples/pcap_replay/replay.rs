@@ -108,10 +108,7 @@ pub fn replay(
     if cfg.burst == 0 {
         return Err("burst must be at least 1".into());
     }
-    let config = Config {
-        workers: cfg.workers,
-        credit: cfg.credit,
-    };
+    let config = Config::default().workers(cfg.workers).credit(cfg.credit);
     if cfg.ordered {
         let window = 4 * cfg.workers * cfg.credit;
         let (dist, workers) =

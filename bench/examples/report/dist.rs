@@ -61,13 +61,9 @@ fn flowline_handing_back(
     burst: usize,
     reverse: bool,
 ) -> Vec<f64> {
-    let (d, ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 512,
-        },
-        move |p: &u64| tag(*p),
-    )
+    let (d, ws) = distributor::new(Config::default().workers(1).credit(512), move |p: &u64| {
+        tag(*p)
+    })
     .unwrap();
     let mut v = drive(d, ws, n, burst, reverse);
     v.truncate(2);
@@ -78,22 +74,19 @@ fn flowline_handing_back(
 /// `workers` workers: (Mpkts/s, TSC cycles per packet, smallest worker share in %).
 fn ordered(n: u64, workers: usize, burst: usize) -> Vec<f64> {
     let credit = 512;
-    let (d, ws) =
-        distributor::new_ordered(Config { workers, credit }, 4 * workers * credit).unwrap();
+    let (d, ws) = distributor::new_ordered(
+        Config::default().workers(workers).credit(credit),
+        4 * workers * credit,
+    )
+    .unwrap();
     drive(d, ws, n, burst, false)
 }
 
 /// An atomic distributor with `workers` workers and every packet of one flow:
 /// (Mpkts/s, TSC cycles per packet, smallest worker share in %).
 fn atomic_elephant(n: u64, workers: usize, burst: usize) -> Vec<f64> {
-    let (d, ws) = distributor::new(
-        Config {
-            workers,
-            credit: 512,
-        },
-        |_: &u64| 7,
-    )
-    .unwrap();
+    let (d, ws) =
+        distributor::new(Config::default().workers(workers).credit(512), |_: &u64| 7).unwrap();
     drive(d, ws, n, burst, false)
 }
 
@@ -202,12 +195,11 @@ fn two_nodes(n: u64, burst: usize, migrate: bool) -> Vec<f64> {
     const FLOWS: u64 = 1024;
     let tag = |p: &u64| *p % FLOWS;
     let mut layout = nodes::new(
-        NodesConfig {
-            nodes: 2,
-            workers_per_node: 1,
-            credit: 512,
-            bridge: 1024,
-        },
+        NodesConfig::default()
+            .nodes(2)
+            .workers_per_node(1)
+            .credit(512)
+            .bridge(1024),
         tag,
     )
     .unwrap();
@@ -324,12 +316,11 @@ fn two_nodes_skewed(n: u64, balance: bool) -> Vec<f64> {
     );
     let tag = move |p: &u64| tags[(*p % FLOWS) as usize];
     let mut layout = nodes::new(
-        NodesConfig {
-            nodes: 2,
-            workers_per_node: 1,
-            credit: 256,
-            bridge: 1024,
-        },
+        NodesConfig::default()
+            .nodes(2)
+            .workers_per_node(1)
+            .credit(256)
+            .bridge(1024),
         tag,
     )
     .unwrap();

@@ -30,14 +30,11 @@ type Pkt = (u64, u64);
 /// Runs `n` packets through a distributor with `workers` workers, one every `gap_ns` (0:
 /// bursts of 32 back to back); returns p50 and p99 to the worker, then to `collect`, in ns.
 fn latency(n: usize, workers: usize, gap_ns: f64, batched: bool) -> Vec<f64> {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers,
-            credit: 256,
-        },
-        |p: &Pkt| p.0,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(workers).credit(256), |p: &Pkt| {
+            p.0
+        })
+        .unwrap();
     if !batched {
         d.set_batching(1, 0);
     }

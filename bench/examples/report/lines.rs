@@ -34,14 +34,9 @@ pub fn committed() -> Vec<(String, f64)> {
 /// them moved, per packet, over `packets` packets; `None` unless flowline was built with
 /// `--cfg flowline_lines`.
 pub fn count(workers: usize, packets: usize) -> Option<(f64, f64)> {
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers,
-            credit: 256,
-        },
-        |p: &u64| *p,
-    )
-    .expect("a valid configuration");
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(workers).credit(256), |p: &u64| *p)
+            .expect("a valid configuration");
     // Nothing to count without the counting compiled in: no need to run the loop.
     d.line_counts()?;
     let mut x = 0x9e37_79b9_7f4a_7c15u64;

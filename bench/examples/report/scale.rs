@@ -343,13 +343,9 @@ fn worker_loop(mut w: distributor::Worker<u64>, rounds: u32) {
 /// One distributor on CPU 0 generating packets for `duration()`, then draining; T-1 workers
 /// on CPUs 1.. . Returns Mpkts/s from the start until every packet came back.
 fn dist(t: usize, rounds: u32) -> f64 {
-    let (d, ws) = distributor::new(
-        Config {
-            workers: t - 1,
-            credit: 512,
-        },
-        |p: &u64| *p % FLOWS,
-    )
+    let (d, ws) = distributor::new(Config::default().workers(t - 1).credit(512), |p: &u64| {
+        *p % FLOWS
+    })
     .unwrap();
     drive(d, ws, t, rounds)
 }
@@ -358,10 +354,7 @@ fn dist(t: usize, rounds: u32) -> f64 {
 /// workers on their own CPUs, `rounds` of work per packet: Mpkts/s. Ordered (the flow
 /// spreads over the workers, window of 4 credits per worker) or atomic (it stays on one).
 fn elephant(workers: usize, ordered: bool, rounds: u32) -> f64 {
-    let config = Config {
-        workers,
-        credit: 512,
-    };
+    let config = Config::default().workers(workers).credit(512);
     if ordered {
         let (d, ws) = distributor::new_ordered(config, 4 * 512 * workers).unwrap();
         drive(d, ws, workers + 1, rounds)
@@ -432,12 +425,11 @@ fn drive<S: distributor::Schedule<u64> + Send>(
 /// from the start until every packet entered at either node came back.
 fn two_nodes(wpn: usize, rounds: u32) -> f64 {
     let layout = nodes::new(
-        NodesConfig {
-            nodes: 2,
-            workers_per_node: wpn,
-            credit: 512,
-            bridge: 1024,
-        },
+        NodesConfig::default()
+            .nodes(2)
+            .workers_per_node(wpn)
+            .credit(512)
+            .bridge(1024),
         |p: &u64| *p % FLOWS,
     )
     .unwrap();

@@ -290,14 +290,8 @@ fn idle_cpu(span: Duration, strategy: WaitStrategy) -> f64 {
 /// `span` before handing it back.
 fn flush_idle_cpu(span: Duration) -> f64 {
     use flowline::distributor::{self, Config};
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     let mut w = ws.pop().unwrap();
     d.distribute(&mut vec![7]).unwrap();
     let (pct, _worker) = pair(
@@ -326,14 +320,8 @@ fn flush_idle_cpu(span: Duration) -> f64 {
 fn flush_handback(rounds: usize) -> Vec<f64> {
     use flowline::distributor::{self, Config};
     use std::sync::mpsc::sync_channel;
-    let (mut d, mut ws) = distributor::new(
-        Config {
-            workers: 1,
-            credit: 8,
-        },
-        |p: &u64| *p,
-    )
-    .unwrap();
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     let mut w = ws.pop().unwrap();
     let (stamp_tx, stamp_rx) = sync_channel::<Instant>(1);
     let (mut lat, _w) = pair(

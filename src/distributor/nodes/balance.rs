@@ -264,7 +264,7 @@ where
     ///
     /// ```
     /// use flowline::distributor::nodes::{self, BalancePolicy, NodesConfig};
-    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
     /// for (node, _) in layout.iter_mut() {
     ///     node.set_balance(Some(BalancePolicy::default())).unwrap();

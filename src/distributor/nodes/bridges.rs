@@ -12,7 +12,7 @@ where
     /// Packets and publications on this node's bridges so far.
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let (n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// assert_eq!(n.bridge_stats(), Default::default());
     /// ```
@@ -28,7 +28,7 @@ where
     /// adopts a new ownership map (a handover waits for it).
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(1).credit(8).bridge(8);
     /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// n.set_batching(1, 0); // every call publishes what it routed
     /// n.distribute(&mut vec![5]).unwrap();

@@ -52,7 +52,7 @@ where
     ///
     /// ```
     /// use flowline::distributor::nodes::{self, NodesConfig};
-    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
     /// let (mut n0, _w0) = layout.remove(0);
     /// let mut burst: Vec<u64> = (0..3).collect(); // light input: out at once
@@ -363,7 +363,7 @@ where
     /// whichever node they entered at.
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(1).credit(8).bridge(8);
     /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// n.distribute(&mut vec![1, 2]).unwrap();
     /// let mut b = Vec::new();
@@ -395,7 +395,7 @@ where
     ///
     /// ```
     /// use std::time::Duration;
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(1).credit(8).bridge(8);
     /// let (mut n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// n.distribute(&mut vec![1]).unwrap();
     /// let mut out = Vec::new();

@@ -53,7 +53,7 @@ where
     ///
     /// ```
     /// use flowline::distributor::nodes::{self, bucket_of, NodesConfig};
-    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let mut layout = nodes::new(c, |p: &u64| *p).unwrap();
     /// let tag = (0..).find(|&t| layout[0].0.owns(t)).unwrap();
     /// layout[0].0.migrate(bucket_of(tag), 1).unwrap();
@@ -104,7 +104,7 @@ where
     /// Whether a migration out of this node is still in progress.
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let layout = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap();
     /// assert!(!layout[0].0.migrating());
     /// ```

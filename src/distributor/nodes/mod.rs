@@ -67,7 +67,7 @@
 //! use flowline::distributor::nodes::{self, NodesConfig};
 //!
 //! // Two nodes, one worker each; packets are (flow, sequence) and the flow is the tag.
-//! let cfg = NodesConfig { nodes: 2, workers_per_node: 1, credit: 64, bridge: 256 };
+//! let cfg = NodesConfig::default().nodes(2).workers_per_node(1).credit(64).bridge(256);
 //! let layout = nodes::new(cfg, |p: &(u64, u64)| p.0).unwrap();
 //! let threads: Vec<_> = layout
 //!     .into_iter()
@@ -150,13 +150,16 @@ pub fn owner_of(tag: u64, nodes: usize) -> usize {
     default_owner(bucket_of(tag), nodes)
 }
 
-/// The layout's shape.
+/// The layout's shape: start from [`NodesConfig::default`] and set what differs
+/// (non-exhaustive: later settings get defaults of their own).
 ///
 /// ```
-/// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 4, credit: 256, bridge: 1024 };
-/// assert!(flowline::distributor::nodes::new(c, |p: &u64| *p).is_ok());
+/// use flowline::distributor::nodes::{self, NodesConfig};
+/// let c = NodesConfig::default().nodes(2).workers_per_node(4).credit(256).bridge(1024);
+/// assert!(nodes::new(c, |p: &u64| *p).is_ok());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodesConfig {
     /// Number of nodes, 1 to [`MAX_NODES`] (the NUMA nodes of
     /// [`Topology::detect`](crate::topology::Topology::detect), or simulated ones).
@@ -171,11 +174,60 @@ pub struct NodesConfig {
     pub bridge: usize,
 }
 
+impl NodesConfig {
+    /// This layout with `nodes` nodes (1 to [`MAX_NODES`]).
+    #[must_use]
+    pub fn nodes(mut self, nodes: usize) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// This layout with `workers` workers per node.
+    #[must_use]
+    pub fn workers_per_node(mut self, workers: usize) -> Self {
+        self.workers_per_node = workers;
+        self
+    }
+
+    /// This layout with `credit` packets per worker.
+    #[must_use]
+    pub fn credit(mut self, credit: usize) -> Self {
+        self.credit = credit;
+        self
+    }
+
+    /// This layout with bridges of `slots` packets.
+    #[must_use]
+    pub fn bridge(mut self, slots: usize) -> Self {
+        self.bridge = slots;
+        self
+    }
+}
+
+impl Default for NodesConfig {
+    /// One node (set [`nodes`](Self::nodes) to the NUMA nodes used) with the workers of
+    /// [`Config::default`], credit 256, and bridges of 1024 packets.
+    ///
+    /// ```
+    /// let c = flowline::distributor::nodes::NodesConfig::default();
+    /// assert!(c.nodes == 1 && c.workers_per_node >= 1 && (c.credit, c.bridge) == (256, 1024));
+    /// ```
+    fn default() -> Self {
+        let one = Config::default();
+        NodesConfig {
+            nodes: 1,
+            workers_per_node: one.workers,
+            credit: one.credit,
+            bridge: 1024,
+        }
+    }
+}
+
 /// A layout that cannot be built.
 ///
 /// ```
 /// use flowline::distributor::nodes::{self, NodesConfig, NodesError};
-/// let c = NodesConfig { nodes: 0, workers_per_node: 1, credit: 8, bridge: 8 };
+/// let c = NodesConfig::default().nodes(0).workers_per_node(1).credit(8).bridge(8);
 /// assert_eq!(nodes::new(c, |p: &u64| *p).err(), Some(NodesError::NoNodes));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -358,7 +410,7 @@ enum Phase {
 ///
 /// ```
 /// use flowline::distributor::nodes::{self, MigrateError, NodesConfig};
-/// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+/// let c = NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
 /// let (mut n0, _w) = nodes::new(c, |p: &u64| *p).unwrap().remove(0);
 /// assert_eq!(n0.migrate(0, 0), Err(MigrateError::SameNode));
 /// ```
@@ -413,7 +465,7 @@ impl std::error::Error for MigrateError {}
 /// ```
 /// use flowline::distributor::nodes::{self, NodesConfig, NodesError};
 /// use flowline::distributor::ConfigError;
-/// let c = NodesConfig { nodes: 2, workers_per_node: 0, credit: 8, bridge: 8 };
+/// let c = NodesConfig::default().nodes(2).workers_per_node(0).credit(8).bridge(8);
 /// assert_eq!(nodes::new(c, |p: &u64| *p).err(), Some(NodesError::Distributor(ConfigError::ZeroWorkers)));
 /// ```
 #[allow(clippy::type_complexity)]
@@ -439,7 +491,7 @@ where
 /// struct Node {
 ///     dist: NodeDistributor<u64>,
 /// }
-/// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+/// let c = NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
 /// let nodes: Vec<Node> = nodes::new_boxed(c, |p: &u64| *p)
 ///     .unwrap()
 ///     .into_iter()
@@ -566,7 +618,7 @@ where
     /// This node's number, `0..nodes`.
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let layout = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap();
     /// assert_eq!(layout[1].0.id(), 1);
     /// ```
@@ -578,7 +630,7 @@ where
     /// bucket).
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let layout = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap();
     /// assert!(layout[0].0.owns(7) != layout[1].0.owns(7));
     /// ```
@@ -591,7 +643,7 @@ where
     ///
     /// ```
     /// use flowline::distributor::nodes::{self, owner_of, NodesConfig};
-    /// let c = NodesConfig { nodes: 2, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = NodesConfig::default().nodes(2).workers_per_node(1).credit(8).bridge(8);
     /// let layout = nodes::new(c, |p: &u64| *p).unwrap();
     /// assert_eq!(layout[0].0.owner(7), owner_of(7, 2));
     /// ```
@@ -607,7 +659,7 @@ where
     /// here for a bridge, for local credit, or for the end of a handover into this node.
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(1).credit(8).bridge(8);
     /// let (mut n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// n.distribute(&mut vec![1, 2]).unwrap();
     /// assert_eq!(n.held(), 2);
@@ -628,7 +680,7 @@ where
     /// [`rejoin`](Self::rejoin).
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 3, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(3).credit(8).bridge(8);
     /// let (n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// assert_eq!(n.distributor().active_workers(), 3);
     /// ```
@@ -644,7 +696,7 @@ where
     /// As [`Distributor::rejoin`].
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(1).credit(8).bridge(8);
     /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// ws.pop().unwrap().leave(Vec::new()).unwrap();
     /// n.distribute(&mut Vec::new()).unwrap_err(); // reads the leave
@@ -664,7 +716,7 @@ where
     /// As [`Distributor::add_worker`].
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 1, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(1).credit(8).bridge(8);
     /// let (mut n, _ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// let w = n.add_worker().unwrap();
     /// assert_eq!((w.id(), n.distributor().registry().active()), (1, 2));
@@ -681,7 +733,7 @@ where
     /// As [`Distributor::remove_worker`].
     ///
     /// ```
-    /// let c = flowline::distributor::nodes::NodesConfig { nodes: 1, workers_per_node: 2, credit: 8, bridge: 8 };
+    /// let c = flowline::distributor::nodes::NodesConfig::default().nodes(1).workers_per_node(2).credit(8).bridge(8);
     /// let (mut n, mut ws) = flowline::distributor::nodes::new(c, |p: &u64| *p).unwrap().remove(0);
     /// ws.pop().unwrap().leave(Vec::new()).unwrap();
     /// n.remove_worker(1).unwrap();

@@ -15,7 +15,7 @@ use super::{NotHeld, Worker, DROPPED, RESCHEDULED, RETURNED};
 ///
 /// ```
 /// use flowline::distributor::{self, Config};
-/// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+/// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
 /// d.distribute(&mut vec![1, 2]).unwrap();
 /// let first = ws[0].next_ticket();
 /// let mut b = Vec::new();
@@ -46,7 +46,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (_d, ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (_d, ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let t = ws[0].next_ticket();
     /// assert_eq!(t.nth(1).back(1), t);
     /// ```
@@ -72,7 +72,7 @@ impl<T> Worker<T> {
     /// ```
     /// use flowline::distributor::{self, Config};
     /// // Two flows, 1 and 2, on one worker.
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// let first = w.next_ticket();
@@ -112,7 +112,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &u64| *p).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
     /// d.distribute(&mut vec![1, 2]).unwrap();
     /// let first = ws[0].next_ticket();
     /// let mut b = Vec::new();
@@ -152,7 +152,7 @@ impl<T> Worker<T> {
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
-    /// let (mut d, mut ws) = distributor::new(Config { workers: 1, credit: 8 }, |p: &(u64, u64)| p.0).unwrap();
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &(u64, u64)| p.0).unwrap();
     /// let mut w = ws.pop().unwrap();
     /// d.distribute(&mut vec![(1, 10), (2, 20)]).unwrap();
     /// let first = w.next_ticket();
