@@ -2,6 +2,12 @@
 //! node's distributor, besides the admission hook: the poll count, the backlog and the
 //! lanes' positions, as narrow calls instead of the distributor's fields.
 
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use crate::wait::Sleepers;
+
 use super::Distributor;
 
 /// The batching state of a distributor's current call, which a node's bridges follow:
@@ -16,6 +22,12 @@ pub(crate) struct Batching {
 }
 
 impl<T, S> Distributor<T, S> {
+    /// Where this distributor's waits sleep: every worker notifies it after each hand-back
+    /// (and, in the multi-node layout, every bridge into the node after each push).
+    pub(crate) fn wake(&self) -> &Arc<CachePadded<Sleepers>> {
+        &self.wake
+    }
+
     /// Polls of the return rings so far (the first is 1).
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch

@@ -151,10 +151,13 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         // The schedule's notes of them. Those never received (the ring's and the staged
         // ones) are the last positions of the stream.
         let mut notes = std::mem::take(&mut lane.leaving_notes);
+        // Each packet handed back unprocessed got its note as it was read.
+        assert!(notes.len() <= unprocessed.len(), "a note per packet read");
         let never = (unprocessed.len() - notes.len()) as u64;
         for pos in lane.sent - never..lane.sent {
             notes.push(S::never_received(lane, pos));
         }
+        debug_assert_eq!(notes.len(), unprocessed.len());
         lane.staged_call = NOT_STAGED;
         // Everything sent to the worker is now accounted for: handed back before it left,
         // handed back unprocessed, or recovered from its ring. The next worker on this lane

@@ -251,7 +251,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 
     /// Notes the hand-back sequence at a waiting call's decision to wait (module docs).
-    fn decided_to_wait(&mut self) {
+    pub(crate) fn decided_to_wait(&mut self) {
         self.wait_mark = self.handback_seq();
     }
 
@@ -269,7 +269,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// The sleeping side's re-check (read-only): whether anything was read from the
     /// return rings since the last decision to wait, or a worker has handed something back
     /// that no read has taken yet.
-    fn handed_back(&self) -> bool {
+    pub(crate) fn handed_back(&self) -> bool {
         self.handback_seq() != self.wait_mark
             || self
                 .lanes

@@ -236,3 +236,109 @@ fn recv_burst_wait_for_zero_packets_returns_at_once() {
     assert_eq!(w.recv_burst_wait(&mut b, 1, Duration::MAX), Ok(1));
     assert_eq!(b, [1]);
 }
+
+/// Two tags node 0 of a two-node layout owns.
+fn owned_by_node_0(
+    n0: &flowline::distributor::nodes::NodeDistributor<u64, fn(&u64) -> u64>,
+) -> [u64; 2] {
+    let mut it = (0u64..).filter(|&t| n0.owns(t));
+    [it.next().unwrap(), it.next().unwrap()]
+}
+
+/// A node asleep in `collect_wait` (its worker holds its one packet) places a packet
+/// that comes over a bridge from the other node: the push wakes it, it reads the bridge
+/// and hands the packet to its worker; both come back, in order.
+#[test]
+fn a_sleeping_node_places_what_comes_over_a_bridge() {
+    use crate::support::nodes_layout::two_nodes_single_calls;
+    let tag: fn(&u64) -> u64 = |p| *p;
+    let ((mut n1, _w1), (mut n0, mut w0)) = two_nodes_single_calls(1, 8, 8, tag);
+    let [a, b] = owned_by_node_0(&n0);
+    n0.distribute(&mut vec![a]).unwrap();
+    let mut first = recv_all(&mut w0[0]);
+    assert_eq!(first, [a]);
+    let t = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let r = n0.collect_wait(&mut out, LONG);
+        (r, out, n0)
+    });
+    until_asleep(&w0[0]);
+    assert_eq!(n1.distribute(&mut vec![b]), Ok(1)); // onto the bridge to node 0
+    let start = Instant::now();
+    let mut second = Vec::new();
+    while second.is_empty() {
+        assert!(
+            start.elapsed() < LONG,
+            "the bridged packet never reached the worker"
+        );
+        w0[0].recv_burst(&mut second, 8).unwrap();
+        std::thread::yield_now();
+    }
+    assert_eq!(second, [b]);
+    w0[0].done_burst(&mut first).unwrap();
+    w0[0].done_burst(&mut second).unwrap();
+    let (r, mut out, mut n0) = t.join().unwrap();
+    assert!(r.unwrap() >= 1);
+    while out.len() < 2 {
+        n0.collect_wait(&mut out, LONG).unwrap();
+    }
+    assert_eq!(out, [a, b]);
+    assert_eq!(
+        n0.collect_wait(&mut out, LONG),
+        Ok(0),
+        "nothing held any more"
+    );
+}
+
+/// A node's `distribute_wait` with its worker out of credit sleeps until the worker hands
+/// back, then places the packet.
+#[test]
+fn a_node_s_distribute_wait_ends_when_its_worker_hands_back() {
+    use crate::support::nodes_layout::two_nodes_single_calls;
+    let tag: fn(&u64) -> u64 = |p| *p;
+    let ((_n1, _w1), (mut n0, mut w0)) = two_nodes_single_calls(1, 1, 8, tag);
+    let [a, _] = owned_by_node_0(&n0);
+    n0.distribute(&mut vec![a]).unwrap();
+    let t = std::thread::spawn(move || {
+        let mut input = vec![a];
+        let r = n0.distribute_wait(&mut input, LONG);
+        (r, input, n0)
+    });
+    until_asleep(&w0[0]);
+    let mut held = recv_all(&mut w0[0]);
+    w0[0].done_burst(&mut held).unwrap();
+    let (r, input, _n0) = t.join().unwrap();
+    assert_eq!((r, input.len()), (Ok(1), 0));
+    assert_eq!(recv_all(&mut w0[0]), [a]);
+}
+
+/// A node's waits time out with nothing lost, and without workers they give up at once,
+/// handing the input back.
+#[test]
+fn a_node_s_waits_time_out_and_give_back_without_workers() {
+    use crate::support::nodes_layout::two_nodes_single_calls;
+    let tag: fn(&u64) -> u64 = |p| *p;
+    let ((_n1, _w1), (mut n0, mut w0)) = two_nodes_single_calls(1, 1, 8, tag);
+    let [a, b] = owned_by_node_0(&n0);
+    n0.distribute(&mut vec![a]).unwrap();
+    let mut out = Vec::new();
+    let short = Duration::from_millis(5);
+    assert_eq!(n0.collect_wait(&mut out, short), Err(WaitError::Timeout));
+    let mut input = vec![b];
+    assert_eq!(
+        n0.distribute_wait(&mut input, short),
+        Err(WaitError::Timeout)
+    );
+    assert_eq!(input, [b]);
+    let mut held = recv_all(&mut w0[0]);
+    w0[0].done_burst(&mut held).unwrap();
+    assert_eq!(n0.collect_wait(&mut out, LONG), Ok(1));
+    assert_eq!(out, [a]);
+    drop(w0);
+    assert_eq!(
+        n0.distribute_wait(&mut input, LONG),
+        Err(WaitError::Disconnected)
+    );
+    assert_eq!(input, [b], "given back");
+    assert_eq!(n0.collect_wait(&mut out, LONG), Ok(0));
+}

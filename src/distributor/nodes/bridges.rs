@@ -100,6 +100,11 @@ where
                 let n = chunk.fill_from_iter(&mut it);
                 debug_assert_eq!(n, k, "the drain holds k packets");
                 drop(it);
+                // After the publication: node `o` may sleep in a wait (see `waits`).
+                self.wake_out[o]
+                    .as_ref()
+                    .expect("a wake for every other node")
+                    .notify();
                 self.stats.sent += k as u64;
                 self.stats.bursts += 1;
                 self.pushed_to[o] += k as u64;

@@ -114,6 +114,7 @@ mod bridges;
 mod distribute;
 mod migration;
 mod quiescence;
+mod waits;
 
 pub use super::ownership::{bucket_of, BUCKETS};
 use super::ownership::{default_owner, Ownership, SharedMap};
@@ -121,9 +122,11 @@ use super::{
     new_admitted, Atomic, BoxTag, Config, ConfigError, Distributor, Worker, DROPPED, LOST,
 };
 use crate::fifo::spsc;
+use crate::wait::Sleepers;
 pub use admission::NodeAdmission;
 use balance::Balancer;
 pub use balance::{BadPolicy, BalancePolicy};
+use crossbeam_utils::CachePadded;
 pub(crate) use quiescence::Quiescence;
 
 /// The most nodes one layout has.
@@ -294,6 +297,8 @@ pub struct NodeDistributor<T, F = BoxTag<T>> {
     out: Vec<Option<spsc::Producer<T>>>,
     /// Bridge from node `s` (`None` at `id`).
     inb: Vec<Option<spsc::Consumer<T>>>,
+    /// Where node `o` waits (`None` at `id`): a push onto the bridge to `o` notifies it.
+    wake_out: Vec<Option<Arc<CachePadded<Sleepers>>>>,
     /// Reschedules for node `o` its bridge had no room for: they go before any new input
     /// for `o`.
     pending_out: Vec<Vec<T>>,
@@ -582,6 +587,7 @@ where
                 staged_out_call: vec![u64::MAX; n],
                 inbound: (0..n).map(|_| Vec::new()).collect(),
                 inbound_at: vec![0; n],
+                wake_out: Vec::new(),
                 sorted: (0..n).map(|_| Vec::new()).collect(),
                 back: Vec::new(),
                 undeliverable: Vec::new(),
@@ -608,7 +614,23 @@ where
             workers,
         ));
     }
+    wire_wakes(&mut layout);
     Ok(layout)
+}
+
+/// Tells each node where the others wait, for its bridges to wake them.
+#[allow(clippy::type_complexity)]
+fn wire_wakes<T, F>(layout: &mut [(NodeDistributor<T, F>, Vec<Worker<T>>)]) {
+    let wakes: Vec<_> = layout
+        .iter()
+        .map(|(nd, _)| Arc::clone(nd.dist.wake()))
+        .collect();
+    for (nd, _) in layout.iter_mut() {
+        let id = nd.id;
+        nd.wake_out = (0..wakes.len())
+            .map(|o| (o != id).then(|| Arc::clone(&wakes[o])))
+            .collect();
+    }
 }
 
 impl<T, F> NodeDistributor<T, F>
