@@ -1,7 +1,10 @@
 //! The raw slot buffers of the rings: allocation on a cache-line boundary, freeing, and
-//! the moves, copies and drops of the (at most two) contiguous runs of slots that a ring
-//! operation covers; for the niche ring, its array of zeroed atomic slot words. Every ring's buffer `unsafe` that is not about its own protocol
-//! lives here, behind contracts that the rings' index protocols satisfy.
+//! the (at most two) contiguous runs of slots that a ring operation covers (splitting
+//! them, lending them as slices, and the moves, copies and drops of their items); for the
+//! niche ring, its array of zeroed atomic slot words. Every ring's buffer `unsafe` that is
+//! not about its own protocol lives here, behind contracts that the rings' index protocols
+//! satisfy; the ring ends keep the accesses that need their index invariant, each naming
+//! it.
 
 #[cfg(loom)]
 use alloc::boxed::Box;
@@ -124,6 +127,118 @@ pub(crate) unsafe fn copy_items<T>(src: *const T, dst: *mut T, n: usize) {
         // SAFETY: the caller's contract.
         _ => unsafe { ptr::copy_nonoverlapping(src, dst, n) },
     }
+}
+
+/// The (at most) two contiguous runs, in ring order, of the `n` slots from position `pos`
+/// of a buffer of `slots` slots (`pos < slots`, `n <= slots`): raw, so computing them lends
+/// nothing; [`runs_mut`] and [`runs_ref`] lend them.
+#[inline(always)]
+pub(crate) fn split_runs<T>(
+    buf: *mut T,
+    slots: usize,
+    pos: usize,
+    n: usize,
+) -> (*mut [T], *mut [T]) {
+    let (first, second) = run_lengths(slots, pos, n);
+    (
+        ptr::slice_from_raw_parts_mut(buf.wrapping_add(pos), first),
+        ptr::slice_from_raw_parts_mut(buf, second),
+    )
+}
+
+/// The lengths of [`split_runs`]'s two runs.
+#[inline(always)]
+pub(crate) fn run_lengths(slots: usize, pos: usize, n: usize) -> (usize, usize) {
+    debug_assert!(pos < slots.max(1) && n <= slots);
+    let first = n.min(slots - pos);
+    (first, n - first)
+}
+
+/// Lends two runs of slots (from [`split_runs`]) as mutable slices.
+///
+/// # Safety
+///
+/// Both runs are in bounds of one live buffer, disjoint, hold valid `T`s (for a
+/// `MaybeUninit` element type: any bytes), and belong to the caller alone for `'a`: no
+/// other end reads or writes them until the caller hands them over by its index store.
+#[inline(always)]
+pub(crate) unsafe fn runs_mut<'a, T>(runs: (*mut [T], *mut [T])) -> (&'a mut [T], &'a mut [T]) {
+    // SAFETY: the caller's contract.
+    unsafe { (&mut *runs.0, &mut *runs.1) }
+}
+
+/// Lends two runs of slots (from [`split_runs`]) as shared slices.
+///
+/// # Safety
+///
+/// As [`runs_mut`], except that the runs may be read (not written) elsewhere for `'a`.
+#[inline(always)]
+pub(crate) unsafe fn runs_ref<'a, T>(runs: (*mut [T], *mut [T])) -> (&'a [T], &'a [T]) {
+    // SAFETY: the caller's contract.
+    unsafe { (&*runs.0, &*runs.1) }
+}
+
+/// Copies `src` into two runs of slots, the first run first (`a.len() + b.len() ==
+/// src.len()`), initialising them.
+#[inline(always)]
+pub(crate) fn copy_into_runs<T: Copy>(
+    src: &[T],
+    a: &mut [core::mem::MaybeUninit<T>],
+    b: &mut [core::mem::MaybeUninit<T>],
+) {
+    assert_eq!(a.len() + b.len(), src.len(), "runs as long as the items");
+    let (sa, sb) = src.split_at(a.len());
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; each source is a live slice of the
+    // destination's length (checked above), and a `&mut` run cannot overlap a `&` slice.
+    unsafe {
+        copy_items(sa.as_ptr(), a.as_mut_ptr().cast::<T>(), sa.len());
+        copy_items(sb.as_ptr(), b.as_mut_ptr().cast::<T>(), sb.len());
+    }
+}
+
+/// Copies two runs of items, the first run first, to the front of `dst` (`dst.len() >=
+/// a.len() + b.len()`).
+#[inline(always)]
+pub(crate) fn copy_from_runs<T: Copy>(a: &[T], b: &[T], dst: &mut [T]) {
+    let dst = &mut dst[..a.len() + b.len()];
+    // SAFETY: both sources are live slices and `dst` has room for both (bounds-checked
+    // just above); a `&mut` slice cannot overlap a `&` one.
+    unsafe {
+        copy_items(a.as_ptr(), dst.as_mut_ptr(), a.len());
+        copy_items(b.as_ptr(), dst.as_mut_ptr().add(a.len()), b.len());
+    }
+}
+
+/// Moves the first `a.len() + b.len()` items of `items` into two runs of slots, the first
+/// run first, and the rest of `items` to its front; returns how many moved. The runs own
+/// the moved items afterwards: the caller publishes them (if it did not, they would leak,
+/// never be dropped twice).
+///
+/// # Safety
+///
+/// `a.len() + b.len() <= items.len()` (a chunk reserved for at most `items.len()`).
+#[inline(always)]
+pub(crate) unsafe fn move_front_into_runs<T>(
+    items: &mut Vec<T>,
+    a: &mut [core::mem::MaybeUninit<T>],
+    b: &mut [core::mem::MaybeUninit<T>],
+) -> usize {
+    let n = a.len() + b.len();
+    debug_assert!(n <= items.len(), "no more slots than items");
+    let rest = items.len() - n;
+    let src = items.as_mut_ptr();
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`; `items` holds at least `n` items (the
+    // caller's contract); the first `n` are moved into the runs (a `&mut` run cannot
+    // overlap the `Vec`'s buffer) and the `Vec` forgets them
+    // (`set_len` after the remaining `rest` are moved to its front, `ptr::copy` allowing
+    // the overlap); nothing in between can unwind, so each item is owned exactly once.
+    unsafe {
+        copy_items(src, a.as_mut_ptr().cast::<T>(), a.len());
+        copy_items(src.add(a.len()), b.as_mut_ptr().cast::<T>(), b.len());
+        ptr::copy(src.add(n), src, rest);
+        items.set_len(rest);
+    }
+    n
 }
 
 #[cfg(not(loom))]

@@ -61,15 +61,12 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
         let sh = &*self.producer.shared;
         sh.tracker
             .write_each(self.len, |k| sh.pos(self.start.wrapping_add(k as u64)));
-        let first = self.len.min(sh.slots - sh.pos(self.start));
-        // SAFETY: the `len` slots from `start` were reserved by this handle's CAS and are
-        // free; the two runs are disjoint and in bounds, borrowed through `&mut self`.
-        unsafe {
-            (
-                core::slice::from_raw_parts_mut(sh.slot(self.start), first),
-                core::slice::from_raw_parts_mut(sh.buf, self.len - first),
-            )
-        }
+        let runs = raw::split_runs(sh.buf, sh.slots, sh.pos(self.start), self.len);
+        // SAFETY: the `len` slots from `start` lie in `[start, start + len)`, which this
+        // handle's CAS on the reservation index took past every other producer's and below
+        // the consumer's Release-stored `head` + slots: free, and this handle's alone until
+        // it publishes their run descriptor; borrowed through `&mut self`.
+        unsafe { raw::runs_mut(runs) }
     }
 
     pub(super) fn copy_from(&mut self, items: &[T])
@@ -77,12 +74,7 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
         T: Copy,
     {
         let (a, b) = self.as_mut_slices();
-        let (ia, ib) = items.split_at(a.len());
-        // SAFETY: MaybeUninit<T> has T's layout; disjoint buffers of equal lengths.
-        unsafe {
-            raw::copy_items(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
-            raw::copy_items(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
-        }
+        raw::copy_into_runs(items, a, b);
     }
 
     /// Publishes the reservation with its first `k` slots as items; the other slots of the
@@ -143,8 +135,10 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
             let sh = &*self.producer.shared;
             let index = self.start.wrapping_add(self.written as u64);
             sh.tracker.write(sh.pos(index));
-            // SAFETY: a reserved, free slot (written < len); counted right after, so
-            // `Drop` publishes only initialised slots if a later `next()` unwinds.
+            // SAFETY: `index` is in `[start, start + len)` (written < len), the slots this
+            // handle's CAS reserved below the consumer's `head` + slots: free, and this
+            // handle's alone until published; counted right after, so `Drop` publishes
+            // only initialised slots if a later `next()` unwinds.
             unsafe { (*sh.slot(index)).write(v) };
             self.written += 1;
         }

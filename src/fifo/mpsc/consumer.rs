@@ -250,7 +250,10 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         let sh = &*self.shared;
         sh.tracker.read(sh.pos(self.head));
-        // SAFETY: a published, unconsumed item that stays while `self` is borrowed.
+        // SAFETY: `head` is below `head + ready`, inside a run whose descriptor a producer
+        // published (Release) and `ready` read (Acquire): an initialised item no producer
+        // touches until this end's Release store of `head` passes it, which cannot happen
+        // while `self` is borrowed.
         Some(unsafe { (*sh.slot(self.head)).assume_init_ref() })
     }
 
@@ -295,8 +298,10 @@ impl<T, W: WaitMode> Consumer<T, W> {
     #[inline]
     fn take_onto(&mut self, out: &mut Vec<T>, max: usize) -> usize {
         self.take_stretches(max, |_, a, b| {
-            // SAFETY: `a` and `b` are published, unconsumed items of this ring, in bounds
-            // and disjoint from `out`'s buffer; `append_runs` reserves before it moves
+            // SAFETY: `a` and `b` are `[head, head + ready)`, items of runs whose
+            // descriptors producers published (Release, read with Acquire in `ready`) and
+            // no producer touches until `head` passes them, in bounds and disjoint from
+            // `out`'s buffer; `append_runs` reserves before it moves
             // anything, and the caller passes them right after (nothing in between
             // unwinds), so each is read once.
             unsafe { raw::append_runs(out, (a.0, a.1), (b.0, b.1)) }
@@ -324,9 +329,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
         let max = out.len();
         self.take_stretches(max, |i, a, b| {
             let dst = &mut out[i..i + a.1 + b.1];
-            // SAFETY: published, unconsumed items of this ring in two in-bounds runs
-            // (`T: Copy`: reading them leaves nothing to drop), disjoint from `out`, whose
-            // range was bounds-checked just above.
+            // SAFETY: `a` and `b` are `[head, head + ready)`, published items of this ring
+            // (as in `take_onto`) in two in-bounds runs (`T: Copy`: reading them leaves
+            // nothing to drop), disjoint from `out`, whose range was bounds-checked above.
             unsafe {
                 raw::copy_items(a.0, dst.as_mut_ptr(), a.1);
                 raw::copy_items(b.0, dst.as_mut_ptr().add(a.1), b.1);

@@ -60,31 +60,20 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
         p.shared
             .tracker
             .write_each(self.len, |k| start.wrapping_add(k) & p.mask);
-        let (first, second) = runs(start, self.len, p.mask);
-        // SAFETY: the `len` slots from `tail` are free (`free_for` checked them against the
-        // consumer's released index) and owned by this producer until published; the two
-        // runs are disjoint, in bounds, and borrowed mutably through `&mut self`.
-        unsafe {
-            (
-                core::slice::from_raw_parts_mut(p.slot(start), first),
-                core::slice::from_raw_parts_mut(p.buf, second),
-            )
-        }
+        let runs = raw::split_runs(p.buf, p.mask + 1, start & p.mask, self.len);
+        // SAFETY: the `len` slots from `tail` lie in `[tail, released head + slots)`: free
+        // (`free_for` checked them against the consumer's Release-stored `head`), so no
+        // consumer reads them, and this producer's alone until its Release store of `tail`
+        // publishes them; borrowed mutably through `&mut self`.
+        unsafe { raw::runs_mut(runs) }
     }
 
     pub(super) fn copy_from(&mut self, items: &[T])
     where
         T: Copy,
     {
-        debug_assert_eq!(items.len(), self.len);
         let (a, b) = self.as_mut_slices();
-        let (ia, ib) = items.split_at(a.len());
-        // SAFETY: `MaybeUninit<T>` has the layout of `T`; source and destination do not
-        // overlap (the items are the caller's, the slots the ring's) and have equal lengths.
-        unsafe {
-            raw::copy_items(ia.as_ptr(), a.as_mut_ptr().cast::<T>(), ia.len());
-            raw::copy_items(ib.as_ptr(), b.as_mut_ptr().cast::<T>(), ib.len());
-        }
+        raw::copy_into_runs(items, a, b);
     }
 
     /// Publishes the first `k` reserved slots to the consumer with one index store.
@@ -149,8 +138,10 @@ impl<T, W: WaitMode> WriteChunk<'_, T, W> {
             let p = &*g.producer;
             let index = p.tail.wrapping_add(g.n);
             p.shared.tracker.write(index & p.mask);
-            // SAFETY: the slot is among the reserved free slots (n < len); it is counted
-            // right after the write, so the guard publishes only initialised slots.
+            // SAFETY: `index` is in `[tail, tail + len)` (n < len), free slots below the
+            // consumer's released `head` + slots (`free_for`), this producer's alone until
+            // its `tail` store; counted right after the write, so the guard publishes only
+            // initialised slots.
             unsafe { (*p.slot(index)).write(v) };
             g.n += 1;
         }
@@ -237,13 +228,12 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
         self.len == 0
     }
 
-    fn raw_runs(&self) -> (*mut T, usize, *mut T, usize) {
+    fn raw_runs(&self) -> (*mut [T], *mut [T]) {
         let c = &*self.consumer;
         c.shared
             .tracker
             .read_each(self.len, |k| c.head.wrapping_add(k) & c.mask);
-        let (first, second) = runs(c.head, self.len, c.mask);
-        (c.slot(c.head).cast::<T>(), first, c.buf.cast::<T>(), second)
+        raw::split_runs(c.buf.cast::<T>(), c.mask + 1, c.head & c.mask, self.len)
     }
 
     /// The lent items as (at most) two runs in ring order.
@@ -258,16 +248,11 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// ```
     #[must_use]
     pub fn as_slices(&self) -> (&[T], &[T]) {
-        let (a, an, b, bn) = self.raw_runs();
-        // SAFETY: the `len` slots from `head` hold published, initialised items (Acquire in
-        // `available_for`) that the producer will not touch until they are released; the
-        // runs are disjoint and in bounds, borrowed for the chunk's lifetime.
-        unsafe {
-            (
-                core::slice::from_raw_parts(a, an),
-                core::slice::from_raw_parts(b, bn),
-            )
-        }
+        // SAFETY: the `len` slots from `head` lie in `[head, tail)`: items the producer
+        // published (its Release store of `tail`, read with Acquire in `available_for`)
+        // and will not touch until this end's Release store of `head` releases them;
+        // borrowed for the chunk's lifetime.
+        unsafe { raw::runs_ref(self.raw_runs()) }
     }
 
     /// The lent items as mutable runs, to modify packets in place before releasing them
@@ -280,14 +265,9 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
     /// assert_eq!(rx.pop(), Some(9));
     /// ```
     pub fn as_mut_slices(&mut self) -> (&mut [T], &mut [T]) {
-        let (a, an, b, bn) = self.raw_runs();
-        // SAFETY: as in `as_slices`, and `&mut self` makes the borrow exclusive.
-        unsafe {
-            (
-                core::slice::from_raw_parts_mut(a, an),
-                core::slice::from_raw_parts_mut(b, bn),
-            )
-        }
+        // SAFETY: as in `as_slices` (`[head, tail)`, this end's until released), and
+        // `&mut self` makes the borrow exclusive.
+        unsafe { raw::runs_mut(self.raw_runs()) }
     }
 
     /// Drops the first `k` lent items in place and releases their slots to the producer with
@@ -329,12 +309,12 @@ impl<T, W: WaitMode> ReadChunk<'_, T, W> {
         c.shared
             .tracker
             .write_each(k, |i| c.head.wrapping_add(i) & c.mask);
-        let (first, second) = runs(c.head, k, c.mask);
-        let a = ptr::slice_from_raw_parts_mut(c.slot(c.head).cast::<T>(), first);
-        let b = ptr::slice_from_raw_parts_mut(c.buf.cast::<T>(), second);
+        let (a, b) = raw::split_runs(c.buf.cast::<T>(), c.mask + 1, c.head & c.mask, k);
         // `_release` publishes the k items as consumed after the drops, also on unwind.
         let _release = Release { consumer: c, n: k };
-        // SAFETY: `a`, `b`: the k published items lent to this chunk, dropped exactly once.
+        // SAFETY: `a`, `b`: the first k slots of `[head, tail)`, published items lent to
+        // this chunk and released right after (`_release`, also on unwind), so dropped
+        // exactly once.
         unsafe { raw::drop_runs(a, b) };
     }
 

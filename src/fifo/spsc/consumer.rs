@@ -371,14 +371,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         let chunk = self.read_chunk(out.len());
         let n = chunk.len;
         let (a, b) = chunk.as_slices();
-        let dst = &mut out[..n];
-        // SAFETY: `a` and `b` are the chunk's published items (`T: Copy`), `a.len() +
-        // b.len() == n`, and `dst` is `n` items of the caller's buffer (bounds-checked just
-        // above), disjoint from the ring's.
-        unsafe {
-            raw::copy_items(a.as_ptr(), dst.as_mut_ptr(), a.len());
-            raw::copy_items(b.as_ptr(), dst.as_mut_ptr().add(a.len()), b.len());
-        }
+        raw::copy_from_runs(a, b, out);
         chunk.commit_all();
         n
     }
@@ -424,7 +417,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         self.shared
             .tracker
             .read_each(n, |k| start.wrapping_add(k) & self.mask);
-        let (first, second) = runs(start, n, self.mask);
+        let (first, second) = raw::run_lengths(self.mask + 1, start & self.mask, n);
         // SAFETY: the `n` slots from `head` hold published items (`available_for`), in two
         // disjoint in-bounds runs, not in `out`'s buffer. `append_runs` reserves before it
         // moves anything, and `release(n)` right after passes their slots (nothing between

@@ -152,7 +152,6 @@
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::{ManuallyDrop, MaybeUninit};
-use core::ptr;
 
 use crossbeam_utils::CachePadded;
 
@@ -451,16 +450,11 @@ impl<T> Drop for Shared<T> {
         let n = tail.wrapping_sub(head);
         let mask = self.slots - 1;
         self.tracker.write_each(n, |k| head.wrapping_add(k) & mask);
-        let (first, second) = runs(head, n, mask);
+        let (a, b) = raw::split_runs(self.buf.cast::<T>(), self.slots, head & mask, n);
         // SAFETY: slots in [head, tail) hold initialised items that were published and not
         // consumed (at most `slots` of them, as two in-bounds runs); each is dropped once
         // here and the buffer is freed right after, by `_free`.
-        unsafe {
-            raw::drop_runs(
-                ptr::slice_from_raw_parts_mut(self.buf.add(head & mask).cast::<T>(), first),
-                ptr::slice_from_raw_parts_mut(self.buf.cast::<T>(), second),
-            )
-        };
+        unsafe { raw::drop_runs(a, b) };
     }
 }
 
@@ -543,14 +537,6 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
 
 // SAFETY: as for `Producer`.
 unsafe impl<T: Send, W: WaitMode> Send for Consumer<T, W> {}
-
-/// Splits `n` slots starting at index `start` into the lengths of the (at most) two
-/// contiguous runs of a ring of `mask + 1` slots.
-#[inline(always)]
-fn runs(start: usize, n: usize, mask: usize) -> (usize, usize) {
-    let first = n.min(mask + 1 - (start & mask));
-    (first, n - first)
-}
 
 // Layout: the shared indices each own a padded unit, and each end's hot state is aligned
 // to 128 bytes.

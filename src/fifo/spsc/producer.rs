@@ -162,21 +162,11 @@ impl<T, W: WaitMode> Producer<T, W> {
     pub fn push_burst_from(&mut self, items: &mut Vec<T>) -> usize {
         let mut chunk = self.write_chunk(items.len());
         let n = chunk.len;
-        let rest = items.len() - n;
         let (a, b) = chunk.as_mut_slices();
-        let src = items.as_mut_ptr();
-        // SAFETY: `MaybeUninit<T>` has the layout of `T`; the chunk's two runs hold `n`
-        // free slots (`a.len() + b.len() == n <= items.len()`), disjoint from the `Vec`'s
-        // buffer. The first `n` items are moved into them and the `Vec` forgets them
-        // (`set_len` after the remaining `rest` are moved to its front, `ptr::copy`
-        // allowing the overlap); no code runs in between that could unwind, so each item
-        // is owned exactly once, by the ring or by `items`. `commit(n)`: all `n` slots
-        // were written.
+        // SAFETY: the chunk was reserved for at most `items.len()` slots, so its runs hold
+        // `n <= items.len()`; `move_front_into_runs` wrote all `n`, which `commit` publishes.
         unsafe {
-            raw::copy_items(src, a.as_mut_ptr().cast::<T>(), a.len());
-            raw::copy_items(src.add(a.len()), b.as_mut_ptr().cast::<T>(), b.len());
-            ptr::copy(src.add(n), src, rest);
-            items.set_len(rest);
+            raw::move_front_into_runs(items, a, b);
             chunk.commit(n);
         }
         n
