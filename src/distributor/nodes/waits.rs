@@ -8,17 +8,27 @@
 //! to wait, or one not read yet) or a packet on a bridge into the node. What a node may
 //! also wait for that no push announces (another node's progress through a handover,
 //! which only its published counts show) is seen by the next poll: a sleep is a nap of at
-//! most [`NAP`], after which the node polls again.
+//! most [`LONGEST_NAP`], after which the node polls again.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::distributor::NoWorkers;
-use crate::wait::{Step, WaitError};
+use crate::wait::{Step, WaitError, WaitStrategy};
 
 use super::NodeDistributor;
 
-/// The longest a node's wait sleeps before it polls again.
-const NAP: Duration = Duration::from_millis(1);
+/// A node's wait sleeps for naps: the first this long, each next one twice as long while
+/// nothing comes, up to [`LONGEST_NAP`]. (Under Miri, whose interpreter runs a thousand
+/// times slower, a thousand times longer, so that a nap still outlasts the steps around it.)
+const FIRST_NAP: Duration = Duration::from_micros(if cfg!(miri) { 1_000_000 } else { 1_000 });
+
+/// The longest nap of a node's wait: how late it sees progress that no push announces.
+const LONGEST_NAP: Duration = Duration::from_micros(if cfg!(miri) { 8_000_000 } else { 8_000 });
+
+/// A node's wait that spins or yields polls at least once per this many pauses, news or
+/// not.
+const POLL_EVERY: u32 = 64;
 
 impl<T, F> NodeDistributor<T, F>
 where
@@ -151,8 +161,9 @@ where
         }
     }
 
-    /// Polls with `poll` until it is ready, closed or `timeout` passes: each round by the
-    /// distributor's wait strategy, sleeping at most [`NAP`] (module docs).
+    /// Polls with `poll` until it is ready, closed or `timeout` passes, pausing between
+    /// polls by the distributor's wait strategy: spins, then yields, then (`SpinPark`)
+    /// naps (module docs).
     fn wait_for<R>(
         &mut self,
         timeout: Duration,
@@ -160,27 +171,52 @@ where
     ) -> Result<R, WaitError> {
         let deadline = Instant::now().checked_add(timeout);
         let strategy = self.dist.wait_strategy();
+        let mut misses: u32 = 0;
+        let mut due = true;
+        let mut nap = FIRST_NAP;
         loop {
-            let round = deadline.map_or(NAP, |d| {
-                d.saturating_duration_since(Instant::now()).min(NAP)
-            });
-            let r = crate::wait::wait_after_miss_heavy(
-                self,
-                strategy,
-                round,
-                |node| {
-                    // What this poll reads is news to the re-check: a hand-back read
-                    // after the mark moves the distributor's hand-back sequence.
-                    node.dist.decided_to_wait();
-                    poll(node)
-                },
-                Self::news,
-                |node| &***node.dist.wake(),
-            );
-            match r {
-                Err(WaitError::Timeout) if deadline.map_or(true, |d| Instant::now() < d) => {}
-                r => return r,
+            if due {
+                // What this poll reads is news to the re-check: a hand-back read after
+                // the mark moves the distributor's hand-back sequence.
+                self.dist.decided_to_wait();
+                match poll(self) {
+                    Step::Ready(r) => return Ok(r),
+                    Step::Closed => return Err(WaitError::Disconnected),
+                    Step::Pending => {}
+                }
             }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(WaitError::Timeout);
+            }
+            // A pause, then whether to poll again: after news (a poll that found nothing
+            // new would decide the same), after a nap, and every `POLL_EVERY` pauses (for
+            // progress no push announces).
+            due = match strategy {
+                WaitStrategy::SpinPark { spins, yields }
+                    if misses >= spins.saturating_add(yields) =>
+                {
+                    let nap_end = deadline.map_or(now + nap, |d| d.min(now + nap));
+                    let wake = Arc::clone(self.dist.wake());
+                    if wake.sleep_until(|| self.news(), Some(nap_end)) {
+                        nap = FIRST_NAP;
+                    } else {
+                        nap = (nap * 2).min(LONGEST_NAP);
+                    }
+                    true
+                }
+                WaitStrategy::SpinYield { spins } | WaitStrategy::SpinPark { spins, .. }
+                    if misses >= spins =>
+                {
+                    std::thread::yield_now();
+                    self.news() || misses % POLL_EVERY == POLL_EVERY - 1
+                }
+                _ => {
+                    core::hint::spin_loop();
+                    self.news() || misses % POLL_EVERY == POLL_EVERY - 1
+                }
+            };
+            misses = misses.saturating_add(1);
         }
     }
 
