@@ -36,7 +36,7 @@ where
 {
     /// Like [`distribute`](Self::distribute), but when it can place nothing of a non-empty
     /// `pkts` (every packet's local worker is out of credit) it waits, by its distributor's
-    /// [`WaitStrategy`](crate::wait::WaitStrategy), until a packet can be placed or
+    /// [`WaitStrategy`], until a packet can be placed or
     /// `timeout` passes (`Duration::MAX`: no deadline). While it waits it places what
     /// comes over the bridges and publishes what is staged. Returns how many packets it
     /// took out of `pkts`: at least 1 unless `pkts` was empty.
@@ -95,7 +95,7 @@ where
     }
 
     /// Like [`collect`](Self::collect), but when nothing has come back it waits, by its
-    /// distributor's [`WaitStrategy`](crate::wait::WaitStrategy), until something does or
+    /// distributor's [`WaitStrategy`], until something does or
     /// `timeout` passes (`Duration::MAX`: no deadline). While it waits it places what comes
     /// over the bridges, routes reschedules and publishes what is staged. Returns how many
     /// packets it moved onto `out`: at least 1, or 0 when this node holds nothing (nothing
