@@ -236,7 +236,7 @@ fn one_flow_spreads_over_both_workers_in_capture_order_when_ordered() {
 }
 
 // Not under Miri (10-18 s interpreted): the parser and the replay have no unsafe code,
-// and the distributor they drive runs under Miri in tests/distributor/distributor.rs.
+// and the distributor they drive runs under Miri in tests/distributor/guarantees.rs.
 #[test]
 #[cfg_attr(miri, ignore)]
 fn committed_capture_replays_in_order_exactly_once_through_two_workers() {
@@ -251,7 +251,7 @@ fn committed_capture_replays_in_order_exactly_once_through_two_workers() {
 }
 
 // Not under Miri (10-18 s interpreted): the parser and the replay have no unsafe code,
-// and the distributor they drive runs under Miri in tests/distributor/distributor.rs.
+// and the distributor they drive runs under Miri in tests/distributor/guarantees.rs.
 #[test]
 #[cfg_attr(miri, ignore)]
 fn truncated_capture_replays_what_precedes_the_cut() {

@@ -4,7 +4,7 @@
 
 use flowline::distributor::{self, Config, Worker};
 
-use super::distributor::{recv_all, tag, Pkt, WAIT};
+use super::guarantees::{recv_all, tag, Pkt, WAIT};
 
 // ---- batching per lane (`set_batching`) ----------------------------------------------------
 

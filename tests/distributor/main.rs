@@ -9,12 +9,12 @@ mod support;
 
 mod any_order;
 mod batching;
-mod distributor;
+mod guarantees;
 mod membership;
-mod nodes;
 mod nodes_interleavings;
 mod nodes_reschedule_migration;
 mod nodes_steps;
+mod nodes_threads;
 mod ordered;
 mod routing_and_panics;
 mod wait_progress;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use flowline::distributor::{self, Config, ConfigError, JoinError, Worker};
 
-use super::distributor::{recv_all, tag, Checker, Pkt, WAIT};
+use super::guarantees::{recv_all, tag, Checker, Pkt, WAIT};
 use crate::support::rng::Rng;
 
 // ---- workers added at run time and removed for good ------------------------------------

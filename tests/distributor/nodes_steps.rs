@@ -10,7 +10,7 @@ use flowline::distributor::nodes::{
 };
 use flowline::distributor::{FlushError, NoWorkers};
 
-use super::nodes::{tag, Pkt, WAIT};
+use super::nodes_threads::{tag, Pkt, WAIT};
 use crate::support::nodes_layout::{two_nodes, two_nodes_single_calls};
 
 /// A flow owned by node 0, its bucket, and one other flow of each owner.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use flowline::distributor::{self, Config, FlushError};
 
-use super::distributor::recv_all;
+use super::guarantees::recv_all;
 use crate::support::nodes_layout::two_nodes;
 use crate::support::rng::Rng;
 

@@ -1,4 +1,4 @@
-//! A sequential model of the distributor, shared by `tests/proptest_distributor.rs` and
+//! A sequential model of the distributor, shared by `tests/props/distributor.rs` and
 //! the `distributor` fuzz target: workers are driven by hand from one thread, and after
 //! every operation the model checks
 //! * affinity: a worker receives a packet of a flow only while no other worker holds one;

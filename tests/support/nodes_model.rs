@@ -1,5 +1,5 @@
 //! A sequential model of the multi-node layout (`distributor::nodes`), shared by
-//! `tests/proptest_nodes.rs` and the `nodes` fuzz target: every node and every worker is
+//! `tests/props/nodes.rs` and the `nodes` fuzz target: every node and every worker is
 //! driven from one thread by a list of operations, and each step is checked against a
 //! `HashMap` of the packets in the layout (id -> packet). Checks:
 //! - every packet a worker receives belongs to a flow its node owns (until the first
