@@ -342,3 +342,32 @@ fn a_node_s_waits_time_out_and_give_back_without_workers() {
     assert_eq!(input, [b], "given back");
     assert_eq!(n0.collect_wait(&mut out, LONG), Ok(0));
 }
+
+/// A leave that a node's `collect_wait` reads in its own poll takes its last worker: the
+/// packet handed back unprocessed stays at the node (the wait ends `Disconnected`), and the
+/// next `distribute` gives it back, once; the node then holds nothing.
+#[test]
+fn a_leave_read_in_a_node_s_collect_wait_keeps_the_packet_for_the_next_call() {
+    use crate::support::nodes_layout::two_nodes_single_calls;
+    use flowline::distributor::NoWorkers;
+    let tag: fn(&u64) -> u64 = |p| *p;
+    let ((_n1, _w1), (mut n0, mut w0)) = two_nodes_single_calls(1, 8, 8, tag);
+    let [a, _] = owned_by_node_0(&n0);
+    n0.distribute(&mut vec![a]).unwrap();
+    let held = recv_all(&mut w0[0]);
+    w0.pop().unwrap().leave(held).unwrap();
+    let mut out = Vec::new();
+    assert_eq!(
+        n0.collect_wait(&mut out, LONG),
+        Err(WaitError::Disconnected)
+    );
+    assert!(out.is_empty());
+    assert_eq!(n0.held(), 1, "the packet stays at the node");
+    let mut back = Vec::new();
+    assert_eq!(n0.distribute(&mut back), Err(NoWorkers));
+    assert_eq!(back, [a], "given back once");
+    assert_eq!(n0.held(), 0);
+    back.clear();
+    assert_eq!(n0.distribute(&mut back), Err(NoWorkers));
+    assert!(back.is_empty(), "not twice");
+}
