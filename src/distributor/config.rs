@@ -9,7 +9,37 @@ use super::atomic::Atomic;
 use super::lanes::Pick;
 use super::reorder::MAX_WINDOW;
 use super::schedule::Schedule;
-use super::{Distributor, MAX_CREDIT, MAX_WORKERS};
+use super::Distributor;
+
+/// The most workers one distributor serves.
+///
+/// ```
+/// assert_eq!(flowline::distributor::MAX_WORKERS, 1024);
+/// ```
+pub const MAX_WORKERS: usize = 1024;
+
+/// The largest per-worker credit (packets a worker may hold).
+///
+/// ```
+/// assert_eq!(flowline::distributor::MAX_CREDIT, 1 << 20);
+/// ```
+pub const MAX_CREDIT: usize = 1 << 20;
+
+/// Packets a worker's lane gathers before it publishes them with one index store, by
+/// default (see [`Distributor::set_batching`]): a worker burst.
+///
+/// ```
+/// assert_eq!(flowline::distributor::DEFAULT_LANE_BATCH, 32);
+/// ```
+pub const DEFAULT_LANE_BATCH: usize = 32;
+
+/// Calls of [`Distributor::distribute`] a staged packet may wait for its lane's batch to
+/// fill, by default (see [`Distributor::set_batching`]).
+///
+/// ```
+/// assert_eq!(flowline::distributor::DEFAULT_LANE_HOLD, 16);
+/// ```
+pub const DEFAULT_LANE_HOLD: u32 = 16;
 
 /// Distributor configuration: start from [`Config::default`] and set what differs
 /// (non-exhaustive: later settings get defaults of their own).
@@ -261,7 +291,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// input spreads over many workers, and a light load waits for nothing. The price:
     /// under load a packet may wait up to `hold_calls` calls, and a caller whose input
     /// stops must make one more call (with an empty `Vec`, or `flush`): staged packets do
-    /// not move without a call. Defaults: [`DEFAULT_LANE_BATCH`](crate::distributor::DEFAULT_LANE_BATCH) and [`DEFAULT_LANE_HOLD`](crate::distributor::DEFAULT_LANE_HOLD).
+    /// not move without a call. Defaults: [`DEFAULT_LANE_BATCH`] and [`DEFAULT_LANE_HOLD`].
     ///
     /// ```
     /// use flowline::distributor::{self, Config};

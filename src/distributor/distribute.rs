@@ -11,9 +11,11 @@ use super::admission::sealed::Admitting;
 use super::atomic::Atomic;
 use super::config::NoWorkers;
 use super::flows::TagHasher;
+use super::flows::FLOW_TABLE_SOFT_LIMIT;
 use super::lanes::{Lane, Router};
 use super::schedule::Schedule;
-use super::{ownership, Distributor, ACCEPTED, BACKPRESSURED, FLOW_TABLE_SOFT_LIMIT};
+use super::stats::{ACCEPTED, BACKPRESSURED};
+use super::{ownership, Distributor};
 
 impl<T, F, A> Distributor<T, Atomic<F, A>>
 where

@@ -9,6 +9,10 @@
 
 use std::hash::Hasher;
 
+/// Flow-table size past which idle flows are forgotten (bounded memory under churning
+/// tags).
+pub(super) const FLOW_TABLE_SOFT_LIMIT: usize = 1 << 16;
+
 /// Where a flow's packets go and how far its last one is in that worker's stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Flow {

@@ -10,7 +10,7 @@ use crate::counter::GroupHandle;
 use super::lanes::Lane;
 use super::protocol::Ret;
 use super::schedule::sealed::Scheduling;
-use super::{DROPPED, LOST, RESCHEDULED};
+use super::stats::{DROPPED, LOST, RESCHEDULED};
 
 /// The stream positions of the next `n` in-order hand-backs of `lane`: from `completed`
 /// on, skipping the positions handed back out of order.

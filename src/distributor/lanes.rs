@@ -10,9 +10,13 @@ use crate::fifo::{spsc, Wait};
 
 use super::flows::{Flow, FlowTable};
 use super::protocol::{bit_of, Control, Parked, Ret};
+use super::registry::Entry;
 use super::schedule::Schedule;
 use super::worker::WORKER_FIELDS;
-use super::{Distributor, NOT_STAGED};
+use super::Distributor;
+
+/// No packet staged on a lane (its `staged_call`).
+pub(super) const NOT_STAGED: u64 = u64::MAX;
 
 /// What the last scan of a routing pass found ([`Router::least_loaded`]): the
 /// least loaded active lane, and the load below which it stays the pick: the least
@@ -596,4 +600,18 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             self.batch - 1
         }
     }
+}
+
+/// The registry's view of `lanes`: every lane not removed, by id.
+pub(super) fn roster_of<T>(lanes: &[Lane<T>]) -> Vec<Entry> {
+    lanes
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.removed)
+        .map(|(id, l)| Entry {
+            id,
+            active: l.active,
+            stats: Arc::clone(&l.stats),
+        })
+        .collect()
 }

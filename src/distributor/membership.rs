@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use crate::counter::CounterGroup;
 
+use super::config::MAX_WORKERS;
 use super::config::{ConfigError, JoinError};
+use super::lanes::roster_of;
 use super::protocol::{lane_pair, Parked};
 use super::registry::WorkerRegistry;
 use super::schedule::Schedule;
 use super::worker::{Worker, WORKER_STATS};
-use super::{roster_of, Distributor, MAX_WORKERS};
+use super::Distributor;
 
 impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Publishes the lanes' current state to the registry (cold path: a worker was added,

@@ -145,6 +145,7 @@ mod registry;
 mod reorder;
 mod returns;
 mod schedule;
+mod stats;
 mod waits;
 mod worker;
 
@@ -164,68 +165,15 @@ pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
 pub use admission::AdmitAll;
 pub use atomic::Atomic;
-pub use config::{Config, ConfigError, FlushError, JoinError, NoWorkers};
-use lanes::{Lane, Pick};
+pub use config::{
+    Config, ConfigError, FlushError, JoinError, NoWorkers, DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD,
+    MAX_CREDIT, MAX_WORKERS,
+};
+use lanes::{roster_of, Lane, Pick};
 pub use ordered::{new_ordered, Ordered};
 pub use reorder::MAX_WINDOW;
 pub use schedule::Schedule;
-
-/// The most workers one distributor serves.
-///
-/// ```
-/// assert_eq!(flowline::distributor::MAX_WORKERS, 1024);
-/// ```
-pub const MAX_WORKERS: usize = 1024;
-
-/// The largest per-worker credit (packets a worker may hold).
-///
-/// ```
-/// assert_eq!(flowline::distributor::MAX_CREDIT, 1 << 20);
-/// ```
-pub const MAX_CREDIT: usize = 1 << 20;
-
-/// Names of the distributor's statistics, in the order of [`Distributor::stats`].
-///
-/// ```
-/// assert_eq!(flowline::distributor::DISTRIBUTOR_STATS[0], "accepted");
-/// ```
-pub const DISTRIBUTOR_STATS: [&str; 5] = [
-    "accepted",
-    "backpressured",
-    "rescheduled",
-    "dropped",
-    "lost",
-];
-
-const ACCEPTED: usize = 0;
-const BACKPRESSURED: usize = 1;
-const RESCHEDULED: usize = 2;
-const DROPPED: usize = 3;
-/// Packets a worker held when its handle was dropped without `leave`.
-const LOST: usize = 4;
-
-/// Packets a worker's lane gathers before it publishes them with one index store, by
-/// default (see [`Distributor::set_batching`]): a worker burst.
-///
-/// ```
-/// assert_eq!(flowline::distributor::DEFAULT_LANE_BATCH, 32);
-/// ```
-pub const DEFAULT_LANE_BATCH: usize = 32;
-
-/// Calls of [`Distributor::distribute`] a staged packet may wait for its lane's batch to
-/// fill, by default (see [`Distributor::set_batching`]).
-///
-/// ```
-/// assert_eq!(flowline::distributor::DEFAULT_LANE_HOLD, 16);
-/// ```
-pub const DEFAULT_LANE_HOLD: u32 = 16;
-
-/// No packet staged on a lane (its `staged_call`).
-const NOT_STAGED: u64 = u64::MAX;
-
-/// Flow-table size past which idle flows are forgotten (bounded memory under churning
-/// tags).
-const FLOW_TABLE_SOFT_LIMIT: usize = 1 << 16;
+pub use stats::DISTRIBUTOR_STATS;
 
 /// The distributor's end; see the [module documentation](self).
 ///
@@ -347,96 +295,66 @@ pub fn new<T, F>(
 where
     F: FnMut(&T) -> u64,
 {
-    build(config, Atomic::new(tag))
+    Distributor::build(config, Atomic::new(tag))
 }
 
-/// [`new`] with admission `admit` (a node's, in the multi-node layout).
-#[allow(clippy::type_complexity)]
-pub(crate) fn new_admitted<T, F, A>(
-    config: Config,
-    tag: F,
-    admit: A,
-) -> Result<(Distributor<T, Atomic<F, A>>, Vec<Worker<T>>), ConfigError>
-where
-    F: FnMut(&T) -> u64,
-    A: admission::sealed::Admitting<T>,
-{
-    build(config, Atomic::with_admission(tag, admit))
-}
-
-/// A distributor with schedule `sched`, and its `config.workers` workers.
-#[allow(clippy::type_complexity)]
-fn build<T, S: Schedule<T>>(
-    config: Config,
-    sched: S,
-) -> Result<(Distributor<T, S>, Vec<Worker<T>>), ConfigError> {
-    if config.workers == 0 {
-        return Err(ConfigError::ZeroWorkers);
+impl<T, S: Schedule<T>> Distributor<T, S> {
+    /// A distributor with schedule `sched`, and its `config.workers` workers.
+    pub(crate) fn build(config: Config, sched: S) -> Result<(Self, Vec<Worker<T>>), ConfigError> {
+        if config.workers == 0 {
+            return Err(ConfigError::ZeroWorkers);
+        }
+        if config.workers > MAX_WORKERS {
+            return Err(ConfigError::TooManyWorkers(config.workers));
+        }
+        if config.credit == 0 || config.credit > MAX_CREDIT {
+            return Err(ConfigError::BadCredit(config.credit));
+        }
+        // The flush's sleeper protocol needs the barriers set up before its sleepers are made
+        // (the waitable packet rings below would do it too; this does not rely on them).
+        crate::wait::register();
+        let wake = Arc::new(CachePadded::new(Sleepers::new()));
+        let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
+        let mut lanes = Vec::with_capacity(config.workers);
+        let mut workers = Vec::with_capacity(config.workers);
+        for id in 0..config.workers {
+            let (lane, worker) = lane_pair(id, config.credit, &wake)?;
+            lanes.push(lane);
+            workers.push(worker);
+        }
+        let registry = WorkerRegistry::new(roster_of(&lanes));
+        let dist = Distributor {
+            lanes,
+            backlog: VecDeque::new(),
+            backlog_at: VecDeque::new(),
+            epoch: 0,
+            leaves: 0,
+            wait_mark: 0,
+            returned: Vec::new(),
+            credit: config.credit as u64,
+            active: config.workers,
+            pick: Pick::NONE,
+            scratch: Vec::new(),
+            stats: stats_group.handle(),
+            stats_group,
+            registry,
+            removed_totals: [0; WORKER_FIELDS],
+            wake,
+            naps: (Duration::from_millis(1), Duration::from_millis(8)),
+            strategy: WaitStrategy::default(),
+            batch: 1,
+            hold: 0,
+            calls: 0,
+            publish_all: true,
+            due_lanes: Vec::new(),
+            collected: false,
+            rotor: 0,
+            sched,
+        };
+        let mut dist = dist;
+        dist.set_batching(DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD);
+        Ok((dist, workers))
     }
-    if config.workers > MAX_WORKERS {
-        return Err(ConfigError::TooManyWorkers(config.workers));
-    }
-    if config.credit == 0 || config.credit > MAX_CREDIT {
-        return Err(ConfigError::BadCredit(config.credit));
-    }
-    // The flush's sleeper protocol needs the barriers set up before its sleepers are made
-    // (the waitable packet rings below would do it too; this does not rely on them).
-    crate::wait::register();
-    let wake = Arc::new(CachePadded::new(Sleepers::new()));
-    let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
-    let mut lanes = Vec::with_capacity(config.workers);
-    let mut workers = Vec::with_capacity(config.workers);
-    for id in 0..config.workers {
-        let (lane, worker) = lane_pair(id, config.credit, &wake)?;
-        lanes.push(lane);
-        workers.push(worker);
-    }
-    let registry = WorkerRegistry::new(roster_of(&lanes));
-    let dist = Distributor {
-        lanes,
-        backlog: VecDeque::new(),
-        backlog_at: VecDeque::new(),
-        epoch: 0,
-        leaves: 0,
-        wait_mark: 0,
-        returned: Vec::new(),
-        credit: config.credit as u64,
-        active: config.workers,
-        pick: Pick::NONE,
-        scratch: Vec::new(),
-        stats: stats_group.handle(),
-        stats_group,
-        registry,
-        removed_totals: [0; WORKER_FIELDS],
-        wake,
-        naps: (Duration::from_millis(1), Duration::from_millis(8)),
-        strategy: WaitStrategy::default(),
-        batch: 1,
-        hold: 0,
-        calls: 0,
-        publish_all: true,
-        due_lanes: Vec::new(),
-        collected: false,
-        rotor: 0,
-        sched,
-    };
-    let mut dist = dist;
-    dist.set_batching(DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD);
-    Ok((dist, workers))
-}
-
-/// The registry's view of `lanes`: every lane not removed, by id.
-fn roster_of<T>(lanes: &[Lane<T>]) -> Vec<registry::Entry> {
-    lanes
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| !l.removed)
-        .map(|(id, l)| registry::Entry {
-            id,
-            active: l.active,
-            stats: Arc::clone(&l.stats),
-        })
-        .collect()
 }
 
 impl<T, S: Schedule<T>> Distributor<T, S> {

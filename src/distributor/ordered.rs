@@ -19,8 +19,9 @@ use super::handbacks::unmarked_from;
 use super::lanes::Lane;
 use super::reorder::Reorder;
 use super::schedule::sealed::Scheduling;
+use super::stats::{ACCEPTED, BACKPRESSURED};
 use super::worker::Worker;
-use super::{build, Distributor, ACCEPTED, BACKPRESSURED};
+use super::Distributor;
 
 /// A backlog packet's note when it has no sequence number yet (a rescheduled packet: it
 /// gets a new one when it is routed again).
@@ -103,7 +104,7 @@ pub fn new_ordered<T>(
     window: usize,
 ) -> Result<(Distributor<T, Ordered<T>>, Vec<Worker<T>>), ConfigError> {
     let window = Reorder::new(window)?;
-    build(config, Ordered { window })
+    Distributor::build(config, Ordered { window })
 }
 
 impl<T> Distributor<T, Ordered<T>> {

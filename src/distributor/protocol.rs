@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
 
+use super::config::ConfigError;
 use super::lanes::Lane;
+use super::lanes::NOT_STAGED;
 use super::worker::{Worker, WORKER_FIELDS, WORKER_STATS};
-use super::{ConfigError, NOT_STAGED};
 use crate::counter::{CounterGroup, GroupHandle};
 use crate::fifo::{spsc, CapacityError, Wait};
 use crate::wait::Sleepers;

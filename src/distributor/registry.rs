@@ -13,8 +13,7 @@ use std::sync::Arc;
 use crate::counter::{CounterGroup, GroupSnapshot};
 use crate::sync::EpochCell;
 
-use super::worker::WORKER_FIELDS;
-use super::WORKER_STATS;
+use super::worker::{WORKER_FIELDS, WORKER_STATS};
 
 /// One worker as a roster lists it.
 pub(crate) struct Entry {

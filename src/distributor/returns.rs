@@ -9,9 +9,10 @@ use crate::sync::Backoff;
 use super::config::FlushError;
 use super::handbacks::LaneRead;
 use super::lanes::Pick;
+use super::lanes::NOT_STAGED;
 use super::protocol::Ret;
 use super::schedule::Schedule;
-use super::{Distributor, NOT_STAGED};
+use super::Distributor;
 
 impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Reads every worker's return rings: completions, returned packets, reschedules, leaves.

@@ -4,13 +4,14 @@
 
 use std::time::{Duration, Instant};
 
+use crate::distributor::config::{FlushError, NoWorkers};
 use crate::distributor::node_view::Batching;
-use crate::distributor::{FlushError, NoWorkers};
 use crate::fifo::spsc;
 use crate::sync::Backoff;
 
+use super::config::MAX_NODES;
 use super::quiescence::hold_key;
-use super::{NodeDistributor, MAX_NODES};
+use super::NodeDistributor;
 
 impl<T, F> NodeDistributor<T, F>
 where

@@ -4,7 +4,7 @@
 //! the old owner (quiescence), then releases them in arrival order.
 
 use crate::distributor::ownership::{bucket_of, BUCKETS};
-use crate::distributor::{DROPPED, LOST};
+use crate::distributor::stats::{DROPPED, LOST};
 use crate::fifo::spsc;
 
 use super::quiescence::hold_key;

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::distributor::NoWorkers;
+use crate::distributor::config::NoWorkers;
 use crate::wait::{Step, WaitError, WaitStrategy};
 
 use super::NodeDistributor;

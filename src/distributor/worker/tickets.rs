@@ -6,7 +6,8 @@
 
 use crate::distributor::protocol::{bit_of, Ret};
 
-use super::{NotHeld, Worker, DROPPED, RESCHEDULED, RETURNED};
+use super::stats::{DROPPED, RESCHEDULED, RETURNED};
+use super::{NotHeld, Worker};
 
 /// A received packet's place in its worker's stream: what [`Worker::done_at`],
 /// [`Worker::drop_at`] and [`Worker::reschedule_at`] name a packet by, so that a worker can
