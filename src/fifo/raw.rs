@@ -6,7 +6,6 @@
 //! satisfy; the ring ends keep the accesses that need their index invariant, each naming
 //! it.
 
-#[cfg(loom)]
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::ptr::{self, NonNull};
@@ -54,6 +53,27 @@ pub(crate) unsafe fn free_slots<T>(buf: *mut core::mem::MaybeUninit<T>, slots: u
         // caller), and freed once.
         unsafe { alloc::alloc::dealloc(buf.cast(), layout) };
     }
+}
+
+/// A boxed slice of `n` `T`s from zeroed memory: no per-element initialisation (the pages
+/// of a large array are not touched until used); `None` if the allocator refuses or the
+/// size overflows `isize`.
+///
+/// # Safety
+///
+/// All-zero bytes are a valid `T`, `T` is not zero-sized and `n > 0`.
+#[cfg(not(loom))]
+pub(crate) unsafe fn zeroed_boxed_slice<T>(n: usize) -> Option<Box<[T]>> {
+    let layout = core::alloc::Layout::array::<T>(n).ok()?;
+    debug_assert!(layout.size() > 0);
+    // SAFETY: the layout has a non-zero size (`n > 0` of a sized `T`, by the contract).
+    let p = unsafe { alloc::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is a fresh allocation of `n` `T`s with the global allocator and the
+    // array layout a boxed slice uses; its zeroed bytes are valid `T`s (the contract).
+    Some(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) })
 }
 
 /// Drops the items of two runs of slots in place, the first run first.

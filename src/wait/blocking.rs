@@ -172,7 +172,7 @@ pub(crate) fn wait_after_miss<H, R>(
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
 ) -> Result<R, WaitError> {
-    pause_and_poll(h, strategy, timeout, 63, poll, ready, sleepers)
+    pause_and_poll(h, strategy, timeout, Pace::RING, poll, ready, sleepers)
 }
 
 /// [`wait_after_miss`] for a poll that costs far more than a clock read and may make
@@ -187,17 +187,115 @@ pub(crate) fn wait_after_miss_heavy<H, R>(
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
 ) -> Result<R, WaitError> {
-    pause_and_poll(h, strategy, timeout, 0, poll, ready, sleepers)
+    pause_and_poll(h, strategy, timeout, Pace::HEAVY, poll, ready, sleepers)
 }
 
-/// The loop of [`wait_after_miss`]: while spinning, the deadline is read when the pause
-/// count has every bit of `clock_mask` set (63: every 64 polls; 0: every poll).
+/// [`wait_after_miss_heavy`] for a waiter that may also wait for progress no wake
+/// announces (a node of a multi-node layout: another node's handover shows only in
+/// published counts). It polls after a pause only on news (`ready`) or every
+/// `poll_every` pauses (a power of two), and sleeps in naps from `naps.0` doubling to
+/// `naps.1` while nothing comes, polling after each.
+#[inline(never)]
+pub(crate) fn wait_paced<H, R>(
+    h: &mut H,
+    strategy: WaitStrategy,
+    timeout: Duration,
+    (poll_every, naps): (u32, (Duration, Duration)),
+    poll: impl FnMut(&mut H) -> Step<R>,
+    ready: impl Fn(&H) -> bool,
+    sleepers: impl Fn(&H) -> &Sleepers,
+) -> Result<R, WaitError> {
+    debug_assert!(poll_every.is_power_of_two());
+    let pace = Pace {
+        clock_mask: 0,
+        poll_mask: poll_every - 1,
+        naps: Some(naps),
+    };
+    pause_and_poll(h, strategy, timeout, pace, poll, ready, sleepers)
+}
+
+/// How [`pause_and_poll`] paces its clock reads, polls and sleeps.
+#[derive(Clone, Copy)]
+struct Pace {
+    /// While spinning, the deadline is read when the pause count has every bit of this
+    /// set (63: every 64 pauses; 0: every pause).
+    clock_mask: u32,
+    /// After a spin or a yield, a poll only on news or when the pause count has every bit
+    /// of this set (0: after every pause).
+    poll_mask: u32,
+    /// Sleeps end after a nap (the first, and the longest it doubles to while nothing
+    /// comes), or only at the deadline (`None`).
+    naps: Option<(Duration, Duration)>,
+}
+
+impl Pace {
+    /// A ring's: its poll is a few loads, a clock read several of them.
+    const RING: Pace = Pace {
+        clock_mask: 63,
+        poll_mask: 0,
+        naps: None,
+    };
+    /// A distributor's: its poll costs far more than a clock read.
+    const HEAVY: Pace = Pace {
+        clock_mask: 0,
+        poll_mask: 0,
+        naps: None,
+    };
+}
+
+/// A sleeping wait's naps: the next one's length, and the first and longest (`None`:
+/// sleeps end only at the deadline).
+struct Naps(Option<(Duration, (Duration, Duration))>);
+
+impl Naps {
+    fn new(naps: Option<(Duration, Duration)>) -> Self {
+        Naps(naps.map(|n| (n.0, n)))
+    }
+
+    fn napping(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// When a sleep that starts now ends: the deadline, or the end of the nap if sooner.
+    fn end(&self, deadline: Option<Instant>) -> Option<Instant> {
+        let Some((nap, _)) = self.0 else {
+            return deadline;
+        };
+        match (Instant::now().checked_add(nap), deadline) {
+            (Some(e), Some(d)) => Some(e.min(d)),
+            (e, d) => e.or(d),
+        }
+    }
+
+    /// After a sleep: the next nap is the first again if it was woken, else twice as long
+    /// up to the longest.
+    fn after(&mut self, woken: bool) {
+        if let Some((nap, (first, longest))) = self.0.as_mut() {
+            *nap = if woken {
+                *first
+            } else {
+                (*nap * 2).min(*longest)
+            };
+        }
+    }
+}
+
+/// A strategy's pauses: spins, then yields, then whether it sleeps.
+fn phases(strategy: WaitStrategy) -> (u32, u32, bool) {
+    match strategy {
+        WaitStrategy::Spin => (u32::MAX, 0, false),
+        WaitStrategy::SpinYield { spins } => (spins, u32::MAX, false),
+        WaitStrategy::SpinPark { spins, yields } => (spins, yields, true),
+    }
+}
+
+/// The loop of [`wait_after_miss`], paced by `pace`.
 #[inline(always)]
 fn pause_and_poll<H, R>(
     h: &mut H,
     strategy: WaitStrategy,
     timeout: Duration,
-    clock_mask: u32,
+    pace: Pace,
     mut poll: impl FnMut(&mut H) -> Step<R>,
     ready: impl Fn(&H) -> bool,
     sleepers: impl Fn(&H) -> &Sleepers,
@@ -218,19 +316,16 @@ fn pause_and_poll<H, R>(
             timeout.is_zero()
         }
     };
-    let (spins, yields, park) = match strategy {
-        WaitStrategy::Spin => (u32::MAX, 0, false),
-        WaitStrategy::SpinYield { spins } => (spins, u32::MAX, false),
-        WaitStrategy::SpinPark { spins, yields } => (spins, yields, true),
-    };
+    let (spins, yields, park) = phases(strategy);
     let spin_forever = strategy == WaitStrategy::Spin;
     let mut n = 0u32;
+    let mut naps = Naps::new(pace.naps);
     loop {
         // Every pass follows a poll that found nothing. The clock every 64 polls while
         // spinning, on every poll after. A wait that times out looks once more first, so
         // it reports what a poll sees now (an item, or the other end gone): the caller's
         // own miss may have been its only poll.
-        if (n >= spins || n & clock_mask == clock_mask) && expired(&mut deadline) {
+        if (n >= spins || n & pace.clock_mask == pace.clock_mask) && expired(&mut deadline) {
             // If that last poll saw progress it could not use (the re-check says so: a
             // distributor's poll reads hand-backs after deciding), one more takes it.
             let last = match poll(h) {
@@ -243,18 +338,29 @@ fn pause_and_poll<H, R>(
                 Step::Pending => Err(WaitError::Timeout),
             };
         }
-        if spin_forever || n < spins {
+        let due = if spin_forever || n < spins {
             n = n.wrapping_add(1);
             crate::sync::spin_turn();
+            n & pace.poll_mask == 0 || ready(h)
         } else if n - spins < yields || !park || !can_sleep() {
             n = n.saturating_add(1);
             crate::sync::yield_turn();
+            n & pace.poll_mask == 0 || ready(h)
         } else {
             // `n >= spins` here, so the deadline has been read.
-            sleepers(h).sleep_until(|| ready(h), deadline.flatten());
+            let woken = sleepers(h).sleep_until(|| ready(h), naps.end(deadline.flatten()));
+            naps.after(woken);
             // Woken (or timed out, or spurious): spin again before the next sleep, so
-            // several threads woken for one slot do not all go back to sleep at once.
-            n = 0;
+            // several threads woken for one slot do not all go back to sleep at once. A
+            // nap that ended with no news naps again at once.
+            if woken || !naps.napping() {
+                n = 0;
+            }
+            true
+        };
+        if !due {
+            // A poll now would decide as the last one did (nothing announced since).
+            continue;
         }
         match poll(h) {
             Step::Ready(r) => return Ok(r),

@@ -10,11 +10,10 @@
 //! which only its published counts show) is seen by the next poll: a sleep is a nap of at
 //! most [`LONGEST_NAP`], after which the node polls again.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::distributor::config::NoWorkers;
-use crate::wait::{Step, WaitError, WaitStrategy};
+use crate::wait::{Step, WaitError};
 
 use super::NodeDistributor;
 
@@ -36,7 +35,7 @@ where
 {
     /// Like [`distribute`](Self::distribute), but when it can place nothing of a non-empty
     /// `pkts` (every packet's local worker is out of credit) it waits, by its distributor's
-    /// [`WaitStrategy`], until a packet can be placed or
+    /// [`WaitStrategy`](crate::wait::WaitStrategy), until a packet can be placed or
     /// `timeout` passes (`Duration::MAX`: no deadline). While it waits it places what
     /// comes over the bridges and publishes what is staged. Returns how many packets it
     /// took out of `pkts`: at least 1 unless `pkts` was empty.
@@ -95,7 +94,7 @@ where
     }
 
     /// Like [`collect`](Self::collect), but when nothing has come back it waits, by its
-    /// distributor's [`WaitStrategy`], until something does or
+    /// distributor's [`WaitStrategy`](crate::wait::WaitStrategy), until something does or
     /// `timeout` passes (`Duration::MAX`: no deadline). While it waits it places what comes
     /// over the bridges, routes reschedules and publishes what is staged. Returns how many
     /// packets it moved onto `out`: at least 1, or 0 when this node holds nothing (nothing
@@ -163,61 +162,35 @@ where
 
     /// Polls with `poll` until it is ready, closed or `timeout` passes, pausing between
     /// polls by the distributor's wait strategy: spins, then yields, then (`SpinPark`)
-    /// naps (module docs).
+    /// naps (module docs). After a spin or a yield it polls again only on news (a poll
+    /// that found nothing new would decide the same) and every [`POLL_EVERY`] pauses (for
+    /// progress no push announces).
     fn wait_for<R>(
         &mut self,
         timeout: Duration,
         mut poll: impl FnMut(&mut Self) -> Step<R>,
     ) -> Result<R, WaitError> {
-        let deadline = Instant::now().checked_add(timeout);
         let strategy = self.dist.wait_strategy();
-        let mut misses: u32 = 0;
-        let mut due = true;
-        let mut nap = FIRST_NAP;
-        loop {
-            if due {
-                // What this poll reads is news to the re-check: a hand-back read after
-                // the mark moves the distributor's hand-back sequence.
-                self.dist.decided_to_wait();
-                match poll(self) {
-                    Step::Ready(r) => return Ok(r),
-                    Step::Closed => return Err(WaitError::Disconnected),
-                    Step::Pending => {}
-                }
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(WaitError::Timeout);
-            }
-            // A pause, then whether to poll again: after news (a poll that found nothing
-            // new would decide the same), after a nap, and every `POLL_EVERY` pauses (for
-            // progress no push announces).
-            due = match strategy {
-                WaitStrategy::SpinPark { spins, yields }
-                    if misses >= spins.saturating_add(yields) =>
-                {
-                    let nap_end = deadline.map_or(now + nap, |d| d.min(now + nap));
-                    let wake = Arc::clone(self.dist.wake());
-                    if wake.sleep_until(|| self.news(), Some(nap_end)) {
-                        nap = FIRST_NAP;
-                    } else {
-                        nap = (nap * 2).min(LONGEST_NAP);
-                    }
-                    true
-                }
-                WaitStrategy::SpinYield { spins } | WaitStrategy::SpinPark { spins, .. }
-                    if misses >= spins =>
-                {
-                    std::thread::yield_now();
-                    self.news() || misses % POLL_EVERY == POLL_EVERY - 1
-                }
-                _ => {
-                    core::hint::spin_loop();
-                    self.news() || misses % POLL_EVERY == POLL_EVERY - 1
-                }
-            };
-            misses = misses.saturating_add(1);
+        let mut poll = |node: &mut Self| {
+            // What this poll reads is news to the re-check: a hand-back read after the
+            // mark moves the distributor's hand-back sequence.
+            node.dist.decided_to_wait();
+            poll(node)
+        };
+        match poll(self) {
+            Step::Ready(r) => return Ok(r),
+            Step::Closed => return Err(WaitError::Disconnected),
+            Step::Pending => {}
         }
+        crate::wait::wait_paced(
+            self,
+            strategy,
+            timeout,
+            (POLL_EVERY, (FIRST_NAP, LONGEST_NAP)),
+            poll,
+            Self::news,
+            |node| &**node.dist.wake(),
+        )
     }
 
     /// The sleeping side's re-check (read-only): a hand-back since the last poll's mark or

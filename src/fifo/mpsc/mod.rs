@@ -244,18 +244,10 @@ const CLEARED: u64 = 0;
 /// refuses.
 #[cfg(not(loom))]
 fn cleared_runs(n: usize) -> Option<Box<[Run]>> {
-    use alloc::alloc::{alloc_zeroed, Layout};
-    let layout = Layout::array::<Run>(n).ok()?;
-    debug_assert!(n > 0 && layout.size() > 0);
-    // SAFETY: the layout has a non-zero size (n >= 2 descriptors of 16 bytes).
-    let p = unsafe { alloc_zeroed(layout) }.cast::<Run>();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` is a fresh allocation of `n` `Run`s with the global allocator and the
-    // array layout a boxed slice uses; all-zero bytes are a valid `Run` (two `AtomicU64`
-    // holding 0, i.e. `CLEARED` and no lengths).
-    Some(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, n)) })
+    debug_assert!(n > 0);
+    // SAFETY: all-zero bytes are a valid `Run` (two `AtomicU64` holding 0, i.e. `CLEARED`
+    // and no lengths), `Run` is 16 bytes and `n >= 2` descriptors.
+    unsafe { raw::zeroed_boxed_slice(n) }
 }
 
 /// Under loom, atomics are model objects, not plain memory: build them one by one.
