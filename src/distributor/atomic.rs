@@ -217,11 +217,7 @@ where
         let tags = self.tag_backlog();
         // The packets left behind keep their order.
         for &t in &tags {
-            let p = self.backlog.pop_front().expect("counted");
-            let at = self
-                .backlog_at
-                .pop_front()
-                .expect("in step with the backlog");
+            let (p, at) = self.backlog.pop_front().expect("counted");
             let Some(p) = self.sched.admit.try_export(t, p, at) else {
                 continue;
             };
@@ -238,8 +234,7 @@ where
                 }
             };
             if let Some(p) = keep {
-                self.backlog.push_back(p);
-                self.backlog_at.push_back(at);
+                self.backlog.push_back(p, at);
             }
         }
         self.sched.backlog_tags = tags;
@@ -252,7 +247,7 @@ where
     pub(super) fn tag_backlog(&mut self) -> Vec<u64> {
         let mut tags = core::mem::take(&mut self.sched.backlog_tags);
         tags.clear();
-        for p in &self.backlog {
+        for p in self.backlog.pkts() {
             tags.push((self.sched.tag)(p));
         }
         tags
@@ -273,14 +268,9 @@ where
             // first (the rest of the backlog goes back with `NoWorkers`).
             let tags = self.tag_backlog();
             for &t in &tags {
-                let p = self.backlog.pop_front().expect("counted");
-                let at = self
-                    .backlog_at
-                    .pop_front()
-                    .expect("in step with the backlog");
+                let (p, at) = self.backlog.pop_front().expect("counted");
                 if let Some(p) = self.sched.admit.try_export(t, p, at) {
-                    self.backlog.push_back(p);
-                    self.backlog_at.push_back(at);
+                    self.backlog.push_back(p, at);
                 }
             }
             self.sched.backlog_tags = tags;

@@ -229,8 +229,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     #[cold]
     #[inline(never)]
     pub(super) fn give_back(&mut self, pkts: &mut Vec<T>) {
-        let mut all: Vec<T> = self.backlog.drain(..).collect();
-        let notes = std::mem::take(&mut self.backlog_at);
+        let mut all = Vec::with_capacity(self.backlog.len() + pkts.len());
+        let notes = self.backlog.take_into(&mut all);
         self.sched.give_up(notes, &mut self.returned);
         all.append(pkts);
         *pkts = all;

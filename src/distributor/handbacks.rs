@@ -3,10 +3,9 @@
 //! stream ([`protocol`](super::protocol)), with the lane's accounting; the schedule is told
 //! of each hand-back ([`schedule`](super::schedule): an order check, or a reorder window).
 
-use std::collections::VecDeque;
-
 use crate::counter::GroupHandle;
 
+use super::backlog::Backlog;
 use super::lanes::Lane;
 use super::protocol::Ret;
 use super::schedule::sealed::Scheduling;
@@ -32,8 +31,7 @@ pub(super) struct LaneRead<'a, T, S> {
     pub(super) w: usize,
     /// Processed packets waiting for `collect`.
     pub(super) returned: &'a mut Vec<T>,
-    pub(super) backlog: &'a mut VecDeque<T>,
-    pub(super) backlog_at: &'a mut VecDeque<u64>,
+    pub(super) backlog: &'a mut Backlog<T>,
     /// The poll this read belongs to (an atomic schedule's note of a reschedule).
     pub(super) epoch: u64,
     pub(super) stats: &'a mut GroupHandle<5>,
@@ -78,9 +76,8 @@ impl<T, S: Scheduling<T>> LaneRead<'_, T, S> {
             }
             Ret::Resched { pos, pkt, .. } => {
                 self.stats.add(RESCHEDULED, 1);
-                self.backlog.push_back(pkt);
                 let note = self.sched.rescheduled(lane, pos, self.epoch, self.returned);
-                self.backlog_at.push_back(note);
+                self.backlog.push_back(pkt, note);
                 // Leaves its flow (it comes back as a new packet of its new tag's flow), so
                 // it may pass the flow's older packets, which keep the flow on this worker
                 // until they are back: not checked against them.

@@ -130,6 +130,7 @@
 
 mod admission;
 mod atomic;
+mod backlog;
 mod config;
 mod distribute;
 mod flows;
@@ -150,7 +151,6 @@ mod waits;
 mod worker;
 
 use core::fmt;
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,6 +165,7 @@ pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
 pub use admission::AdmitAll;
 pub use atomic::Atomic;
+use backlog::Backlog;
 pub use config::{
     Config, ConfigError, FlushError, JoinError, NoWorkers, DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD,
     MAX_CREDIT, MAX_WORKERS,
@@ -189,10 +190,7 @@ pub struct Distributor<T, S = Atomic<BoxTag<T>>> {
     pick: Pick,
     /// Packets to route before new input: rescheduled ones, and those a leaving worker
     /// handed back (at the front, oldest first).
-    backlog: VecDeque<T>,
-    /// Per backlog packet, in step with it: the schedule's note of it (see
-    /// [`schedule`]).
-    backlog_at: VecDeque<u64>,
+    backlog: Backlog<T>,
     /// Polls of the return rings so far (the first is 1).
     epoch: u64,
     /// Leave markers read so far: with the lanes' `cursor`s, the hand-back sequence a wait
@@ -325,8 +323,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         let registry = WorkerRegistry::new(roster_of(&lanes));
         let dist = Distributor {
             lanes,
-            backlog: VecDeque::new(),
-            backlog_at: VecDeque::new(),
+            backlog: Backlog::new(),
             epoch: 0,
             leaves: 0,
             wait_mark: 0,

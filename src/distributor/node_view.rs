@@ -51,7 +51,7 @@ impl<T, S> Distributor<T, S> {
     /// The backlog's packets in order, each with the schedule's note of it (for an atomic
     /// schedule the poll that read it; 0 for a leaving worker's hand-back).
     pub(crate) fn backlog(&self) -> impl Iterator<Item = (&T, u64)> {
-        self.backlog.iter().zip(self.backlog_at.iter().copied())
+        self.backlog.iter()
     }
 
     /// Packets in the backlog.
@@ -66,8 +66,7 @@ impl<T, S> Distributor<T, S> {
 
     /// Moves the whole backlog, in order, to the end of `to`, and its notes to `notes`.
     pub(crate) fn take_backlog(&mut self, to: &mut Vec<T>, notes: &mut Vec<u64>) {
-        to.extend(self.backlog.drain(..));
-        notes.extend(self.backlog_at.drain(..));
+        notes.extend(self.backlog.take_into(to));
     }
 
     /// Moves the backlog packets at indices `picks` (ascending) to the end of `to`, in
@@ -81,17 +80,12 @@ impl<T, S> Distributor<T, S> {
         let mut next = picks.iter().copied().peekable();
         let n = self.backlog.len();
         for k in 0..n {
-            let p = self.backlog.pop_front().expect("counted");
-            let at = self
-                .backlog_at
-                .pop_front()
-                .expect("in step with the backlog");
+            let (p, at) = self.backlog.pop_front().expect("counted");
             if next.next_if_eq(&k).is_some() {
                 to.push(p);
                 notes.push(at);
             } else {
-                self.backlog.push_back(p);
-                self.backlog_at.push_back(at);
+                self.backlog.push_back(p, at);
             }
         }
     }

@@ -177,7 +177,6 @@ impl<T> Distributor<T, Ordered<T>> {
             sched,
             credit,
             backlog,
-            backlog_at,
             ..
         } = self;
         let win = &mut sched.window;
@@ -186,14 +185,13 @@ impl<T> Distributor<T, Ordered<T>> {
                 break;
             };
             for _ in 0..n {
-                let Some(&at) = backlog_at.front() else {
+                let Some(at) = backlog.front_note() else {
                     break 'runs;
                 };
                 if at == NO_SEQ && win.room() == 0 {
                     break 'runs;
                 }
-                let p = backlog.pop_front().expect("in step with backlog_at");
-                backlog_at.pop_front();
+                let (p, _) = backlog.pop_front().expect("a note is a packet's");
                 let seq = if at == NO_SEQ { win.stamp() } else { at };
                 lanes[w].send(p, seq);
             }

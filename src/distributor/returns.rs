@@ -78,7 +78,6 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             lanes,
             returned,
             backlog,
-            backlog_at,
             epoch,
             stats,
             sched,
@@ -88,7 +87,6 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             w,
             returned,
             backlog,
-            backlog_at,
             epoch: *epoch,
             stats,
             sched,
@@ -175,8 +173,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         self.active -= 1;
         self.leaves += 1;
         for (p, note) in unprocessed.into_iter().zip(notes).rev() {
-            self.backlog.push_front(p);
-            self.backlog_at.push_front(note);
+            self.backlog.push_front(p, note);
         }
         self.publish_roster();
     }
