@@ -138,6 +138,7 @@ where
     #[inline(always)]
     fn rescheduled(
         &mut self,
+        _w: usize,
         _lane: &Lane<T>,
         _pos: u64,
         epoch: u64,

@@ -116,6 +116,9 @@ pub enum ConfigError {
     AllocFailed(CapacityError),
     /// An ordered distributor's reorder window is 0 or above [`MAX_WINDOW`] packets.
     BadWindow(usize),
+    /// A pipeline has no stage, or more than
+    /// [`MAX_STAGES`](crate::distributor::MAX_STAGES).
+    BadStages(usize),
 }
 
 impl fmt::Display for ConfigError {
@@ -142,6 +145,11 @@ impl fmt::Display for ConfigError {
             ConfigError::BadWindow(w) => write!(
                 f,
                 "reorder window {w} is out of range: use 1 to {MAX_WINDOW} packets"
+            ),
+            ConfigError::BadStages(n) => write!(
+                f,
+                "{n} pipeline stages asked for: use 1 to {} stages",
+                crate::distributor::MAX_STAGES
             ),
         }
     }

@@ -302,14 +302,14 @@ where
 /// at the end of the caller's `Vec`, in order, if the user's `tag` panics (the packets
 /// already routed stay staged for a later call, and are counted as accepted here: the
 /// call's own count never runs then).
-struct PutBack<'a, 'b, T> {
-    rest: std::vec::Drain<'b, T>,
+pub(super) struct PutBack<'a, 'b, T> {
+    pub(super) rest: std::vec::Drain<'b, T>,
     /// Packets taken from the input so far.
-    next: usize,
-    pkts: &'a mut Vec<T>,
-    stats: &'a mut GroupHandle<5>,
+    pub(super) next: usize,
+    pub(super) pkts: &'a mut Vec<T>,
+    pub(super) stats: &'a mut GroupHandle<5>,
     /// Set once the pass ran to its end (the call then counts for itself).
-    finished: bool,
+    pub(super) finished: bool,
 }
 
 impl<T> Drop for PutBack<'_, '_, T> {

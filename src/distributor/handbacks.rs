@@ -76,7 +76,9 @@ impl<T, S: Scheduling<T>> LaneRead<'_, T, S> {
             }
             Ret::Resched { pos, pkt, .. } => {
                 self.stats.add(RESCHEDULED, 1);
-                let note = self.sched.rescheduled(lane, pos, self.epoch, self.returned);
+                let note = self
+                    .sched
+                    .rescheduled(w, lane, pos, self.epoch, self.returned);
                 self.backlog.push_back(pkt, note);
                 // Leaves its flow (it comes back as a new packet of its new tag's flow), so
                 // it may pass the flow's older packets, which keep the flow on this worker

@@ -117,6 +117,19 @@ impl<T> Router<'_, T> {
         best.filter(|_| best_load < credit)
     }
 
+    /// Sends `pkt` (stamped `t`) to the least loaded worker (or one within the slack of
+    /// it), with no flow affinity; gives it back if no worker has credit.
+    #[inline(always)]
+    pub(super) fn route_any(&mut self, pkt: T, t: u64) -> Result<(), T> {
+        match Self::least_loaded(self.lanes, self.credit, self.slack, &mut self.pick) {
+            Some(w) => {
+                self.lanes[w].send(pkt, t);
+                Ok(())
+            }
+            None => Err(pkt),
+        }
+    }
+
     /// Routes `pkt` (tag `t`) to a worker's staging buffer, or gives it back. One flow-table
     /// lookup per packet.
     #[inline(always)]
@@ -355,11 +368,18 @@ impl<T> Lane<T> {
         self.handed_bits[word] |= bit;
         self.ooo += 1;
         if check {
-            let t = self.stamps[pos as usize & self.stamp_mask];
-            for q in self.completed..pos {
-                if !self.marked(q) && self.stamps[q as usize & self.stamp_mask] == t {
-                    overtook(w, pos, q, t);
-                }
+            self.check_overtake(w, pos);
+        }
+    }
+
+    /// Panics if the packet at stream position `pos` (handed back out of order, at or
+    /// above `completed`) overtakes an older packet of its own flow (one with the same
+    /// stamp, not handed back yet).
+    pub(super) fn check_overtake(&self, w: usize, pos: u64) {
+        let t = self.stamps[pos as usize & self.stamp_mask];
+        for q in self.completed..pos {
+            if !self.marked(q) && self.stamps[q as usize & self.stamp_mask] == t {
+                overtook(w, pos, q, t);
             }
         }
     }

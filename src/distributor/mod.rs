@@ -39,8 +39,13 @@
 //! through a bounded reorder window that holds input back when it is full. Points 3 to 5
 //! hold as above (drops, reschedules, lost packets and packets given back with
 //! [`NoWorkers`] give their place in the order up; a leaving worker's packets keep it);
-//! affinity does not, by design. One scheduling type per distributor, as one per event
-//! queue: a pipeline that needs both chains an ordered distributor into an atomic one.
+//! affinity does not, by design.
+//!
+//! [`new_pipeline`] makes a **pipeline**: several stages in one distributor, each atomic
+//! or parallel ([`StageType`]), as the queues of one event device; a worker moves a packet
+//! on to a later stage with [`Worker::forward`], and each atomic stage keeps its flows on
+//! one worker at a time and in the order the previous stage forwarded them. A pipeline
+//! that needs an ordered stage chains an ordered distributor into it.
 //!
 //! # How it works
 //!
@@ -141,6 +146,7 @@ mod node_view;
 pub mod nodes;
 mod ordered;
 mod ownership;
+mod pipeline;
 mod protocol;
 mod registry;
 mod reorder;
@@ -172,6 +178,7 @@ pub use config::{
 };
 use lanes::{roster_of, Lane, Pick};
 pub use ordered::{new_ordered, Ordered};
+pub use pipeline::{new_pipeline, Pipeline, StageType, MAX_STAGES};
 pub use reorder::MAX_WINDOW;
 pub use schedule::Schedule;
 pub use stats::DISTRIBUTOR_STATS;

@@ -256,7 +256,14 @@ impl<T> Scheduling<T> for Ordered<T> {
 
     /// A new arrival: its old place in the order is given up, and it gets a new one.
     #[inline(always)]
-    fn rescheduled(&mut self, lane: &Lane<T>, pos: u64, _epoch: u64, returned: &mut Vec<T>) -> u64 {
+    fn rescheduled(
+        &mut self,
+        _w: usize,
+        lane: &Lane<T>,
+        pos: u64,
+        _epoch: u64,
+        returned: &mut Vec<T>,
+    ) -> u64 {
         self.window.skip(lane.stamp(pos), returned);
         NO_SEQ
     }

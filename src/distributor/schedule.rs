@@ -1,16 +1,17 @@
 //! A distributor's scheduling type: what decides which worker takes a packet and what a
 //! hand-back means, as a type parameter of [`Distributor`] ([`Atomic`] or [`Ordered`], as
-//! an event queue of DPDK's eventdev is `ATOMIC` or `ORDERED`).
+//! an event queue of DPDK's eventdev is `ATOMIC` or `ORDERED`, or a [`Pipeline`] of
+//! stages, as the queues of one event device).
 //!
 //! The distributor's own part (the worker lanes: rings, credit, batching, publication,
-//! reading hand-backs in each worker's order) is the same for both; a schedule is called at
+//! reading hand-backs in each worker's order) is the same for all; a schedule is called at
 //! the points where they differ: a call's routing pass, the packets given back to the
 //! caller with [`NoWorkers`](crate::distributor::NoWorkers), and each kind of hand-back. Each
 //! lane keeps one `u64` per position of its worker's stream for the schedule (its *stamp*:
 //! an atomic schedule's flow tag, which its order check compares; an ordered one's sequence
-//! number, which its reorder window releases by), and each backlog packet one *note* (the
-//! poll that read a reschedule, for an atomic schedule; the sequence number it keeps, for
-//! an ordered one).
+//! number, which its reorder window releases by; a pipeline's stage and flow key), and each
+//! backlog packet one *note* (the poll that read a reschedule, for an atomic schedule; the
+//! sequence number it keeps, for an ordered one; the stage it leaves, for a pipeline).
 //!
 //! The trait is sealed: its calls are the crate's own.
 
@@ -20,12 +21,13 @@ use super::lanes::Lane;
 use super::Distributor;
 
 #[cfg(doc)]
-use super::{Atomic, Ordered};
+use super::{Atomic, Ordered, Pipeline};
 
 /// A distributor's scheduling type: [`Atomic`] (made by [`new`](crate::distributor::new) and
-/// [`new_boxed`](crate::distributor::new_boxed)) or [`Ordered`] (made by
-/// [`new_ordered`](crate::distributor::new_ordered)). Sealed: the crate's two are the only
-/// ones. Calls that make sense for one schedule only are on that schedule's distributor
+/// [`new_boxed`](crate::distributor::new_boxed)), [`Ordered`] (made by
+/// [`new_ordered`](crate::distributor::new_ordered)) or [`Pipeline`] (made by
+/// [`new_pipeline`](crate::distributor::new_pipeline)). Sealed: the crate's three are the
+/// only ones. Calls that make sense for one schedule only are on that schedule's distributor
 /// only ([`Distributor::set_order_check`] on an atomic one,
 /// [`Distributor::waiting_for_order`] on an ordered one).
 pub trait Schedule<T>: sealed::Scheduling<T> {}
@@ -35,7 +37,7 @@ impl<T, S: sealed::Scheduling<T>> Schedule<T> for S {}
 pub(super) mod sealed {
     use super::{Distributor, Lane, VecDeque};
 
-    /// The points where the two schedules differ (see the module docs).
+    /// The points where the schedules differ (see the module docs).
     #[allow(private_interfaces)] // sealed: nameable only inside the crate
     pub trait Scheduling<T>: Sized {
         /// Whether the schedule releases packets in the order it accepted them.
@@ -70,10 +72,12 @@ pub(super) mod sealed {
         /// The packet at position `pos` was dropped (before the lane's accounting).
         fn dropped(&mut self, lane: &Lane<T>, pos: u64, returned: &mut Vec<T>);
 
-        /// The packet at position `pos` was rescheduled by the read of poll `epoch`: the
-        /// note its backlog entry keeps (before the lane's accounting).
+        /// The packet at position `pos` of worker `w` was rescheduled (or forwarded) by the
+        /// read of poll `epoch`: the note its backlog entry keeps (before the lane's
+        /// accounting).
         fn rescheduled(
             &mut self,
+            w: usize,
             lane: &Lane<T>,
             pos: u64,
             epoch: u64,

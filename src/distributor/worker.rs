@@ -534,6 +534,7 @@ impl<T> Worker<T> {
     /// w.recv_burst(&mut b, 8).unwrap();
     /// assert_eq!(b, [(2, 100), (2, 200)]); // the rescheduled packet comes first
     /// ```
+    #[doc(alias = "retag")]
     pub fn reschedule(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
         if self.held == 0 {
             return Err(NotHeld(pkt));
@@ -550,6 +551,35 @@ impl<T> Worker<T> {
         self.handed += 1;
         self.take_oldest(1);
         Ok(())
+    }
+
+    /// Moves a packet on to a later stage of a [pipeline](super::new_pipeline) (completes
+    /// the oldest packet held): the worker has set the stage (and, if it likes, the flow)
+    /// that the pipeline's `route` reads, and the distributor routes the packet there, in
+    /// the order the worker forwards its flow's packets. The same hand-back as
+    /// [`reschedule`](Self::reschedule), named for pipelines.
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker holds no packet.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config, StageType};
+    /// let (mut d, mut ws) = distributor::new_pipeline(
+    ///     Config::default().workers(1).credit(8),
+    ///     &[StageType::Atomic, StageType::Atomic],
+    ///     |p: &(usize, u64)| *p, // (stage, flow)
+    /// ).unwrap();
+    /// d.distribute(&mut vec![(0, 5)]).unwrap();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// ws[0].forward((1, 5)).unwrap();
+    /// d.distribute(&mut Vec::new()).unwrap();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// assert_eq!(b, [(0, 5), (1, 5)]);
+    /// ```
+    pub fn forward(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
+        self.reschedule(pkt)
     }
 
     /// Leaves the distributor: hands back `unprocessed` (packets received and not processed,

@@ -16,6 +16,7 @@ mod nodes_reschedule_migration;
 mod nodes_steps;
 mod nodes_threads;
 mod ordered;
+mod pipeline;
 mod routing_and_panics;
 mod wait_progress;
 mod waits;

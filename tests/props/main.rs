@@ -14,5 +14,6 @@ mod mpsc;
 mod niche;
 mod nodes;
 mod ordered;
+mod pipeline;
 mod slot;
 mod spsc;

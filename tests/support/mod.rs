@@ -1,5 +1,5 @@
-//! Code shared by the test binaries: sequential models of the distributor (atomic and
-//! ordered) and of the multi-node layout, two-node layouts, wakers that count, and the
+//! Code shared by the test binaries: sequential models of the distributor (atomic,
+//! ordered and pipeline) and of the multi-node layout, two-node layouts, wakers that count, and the
 //! tests' pseudo-random generator.
 
 // Test binaries export nothing: `pub` here only shares items between their modules.
@@ -13,6 +13,8 @@ pub mod nodes_layout;
 pub mod nodes_model;
 #[cfg(feature = "std")]
 pub mod ordered_model;
+#[cfg(feature = "std")]
+pub mod pipeline_model;
 pub mod rng;
 #[cfg(feature = "std")]
 pub mod waker;

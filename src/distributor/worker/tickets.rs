@@ -184,6 +184,36 @@ impl<T> Worker<T> {
         }
     }
 
+    /// [`forward`](Worker::forward) of the packet of ticket `t`, in any order: at an
+    /// atomic stage, not ahead of an older packet of its own flow (the order check panics
+    /// at the distributor for a worker that does).
+    ///
+    /// # Errors
+    ///
+    /// [`NotHeld`] (with the packet) if this worker does not hold the packet of ticket `t`.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config, StageType};
+    /// let (mut d, mut ws) = distributor::new_pipeline(
+    ///     Config::default().workers(1).credit(8),
+    ///     &[StageType::Atomic, StageType::Parallel],
+    ///     |p: &(usize, u64)| *p, // (stage, flow)
+    /// ).unwrap();
+    /// d.distribute(&mut vec![(0, 1), (0, 2)]).unwrap();
+    /// let first = ws[0].next_ticket();
+    /// let mut b = Vec::new();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// ws[0].forward_at(first.nth(1), (1, 2)).unwrap(); // flow 2 first
+    /// ws[0].forward_at(first, (1, 1)).unwrap();
+    /// d.distribute(&mut Vec::new()).unwrap();
+    /// b.clear();
+    /// ws[0].recv_burst(&mut b, 8).unwrap();
+    /// assert_eq!(b, [(1, 2), (1, 1)]);
+    /// ```
+    pub fn forward_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
+        self.reschedule_at(t, pkt)
+    }
+
     /// Which packet ticket `t` names: none held, the oldest held, or a later one.
     fn claim(&self, t: Ticket) -> Claim {
         let pos = t.0;

@@ -1,0 +1,543 @@
+//! Pipeline scheduling: several stages in one distributor, each atomic (a flow on one
+//! worker at a time, in order) or parallel (any worker with credit), and packets that
+//! move from stage to stage when a worker forwards them (the queues of one DPDK event
+//! device, of schedule type `ATOMIC` or `PARALLEL`, with workers that forward events from
+//! queue to queue). The worker-reschedule path carries a forward: a worker sets the
+//! packet's next stage (and, if it likes, a new flow), hands it back with
+//! [`Worker::forward`](super::Worker::forward), and the distributor routes it again by the
+//! stage and flow that `route` now gives.
+//!
+//! One flow table serves every atomic stage: its key is the stage in the top bits and a
+//! hash of the flow tag below, so a flow of one stage is not the same flow at the next
+//! (two tags whose hashes meet share a key: their packets are then kept in order
+//! together, which is stricter, never wrong). The lanes stamp each position with that key,
+//! so a hand-back tells which stage its packet was at.
+
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+
+use core::fmt;
+
+use super::config::{Config, ConfigError};
+use super::distribute::PutBack;
+use super::flows::{FlowTable, TagHasher, FLOW_TABLE_SOFT_LIMIT};
+use super::lanes::{probe_offset, Lane, Pick, Router, PROBE_STEP};
+use super::schedule::sealed::Scheduling;
+use super::stats::{ACCEPTED, BACKPRESSURED};
+use super::worker::Worker;
+use super::Distributor;
+
+/// The most stages one pipeline has.
+///
+/// ```
+/// assert_eq!(flowline::distributor::MAX_STAGES, 64);
+/// ```
+pub const MAX_STAGES: usize = 64;
+
+/// Bits of a key below the stage.
+const STAGE_SHIFT: u32 = 58;
+
+/// How a pipeline stage schedules its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StageType {
+    /// One flow on one worker at a time, its packets processed in the order they entered
+    /// the stage (they enter it in the order the previous stage forwarded them).
+    Atomic,
+    /// Any worker with credit takes any packet: nothing promised about order or place.
+    Parallel,
+}
+
+/// The pipeline schedule of a [`Distributor`] (made by [`new_pipeline`], which says what
+/// it promises): stages of [`StageType`], each packet routed by the stage and flow its
+/// `route` gives.
+pub struct Pipeline<R> {
+    route: R,
+    stages: Box<[StageType]>,
+    flows: FlowTable,
+    /// Keys refused in the current routing pass: later packets of those flows wait too.
+    blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
+    /// Scratch for the backlog's routes.
+    routes: Vec<(usize, u64)>,
+    check_order: bool,
+    /// New packets are admitted while fewer than this many are inside.
+    limit: usize,
+    /// Packets that entered each stage, ever.
+    entered: Box<[u64]>,
+}
+
+impl<R> fmt::Debug for Pipeline<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("stages", &self.stages)
+            .field("flows", &self.flows.len())
+            .field("admission_limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The flow-table key and stamp of a packet at `stage` of flow `tag`.
+#[inline(always)]
+fn key(stage: usize, tag: u64) -> u64 {
+    ((stage as u64) << STAGE_SHIFT)
+        | (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - STAGE_SHIFT))
+}
+
+/// The stage a stamp names.
+#[inline(always)]
+fn stage_of(stamp: u64) -> usize {
+    (stamp >> STAGE_SHIFT) as usize
+}
+
+/// Makes a **pipeline** distributor of `stages` (in order: a packet moves only to its
+/// stage or a later one) and its `config.workers` workers. `route` gives a packet's stage
+/// and flow tag: the stage a new packet enters (stage 0, usually), and, for a packet a
+/// worker forwards, the stage it goes to next (so the packet carries its stage: the
+/// worker that receives it reads it there).
+///
+/// Packets leave the pipeline when a worker hands them back processed
+/// ([`Worker::done`] and the other completing calls), and come out of
+/// [`collect`](Distributor::collect); a worker moves a packet on with
+/// [`Worker::forward`] (or [`forward_at`](Worker::forward_at)). Exactly once across the
+/// whole pipeline, as with one stage: leaving, re-joining, added and removed workers, and
+/// dropped handles (their packets counted as lost), work as they do for any
+/// distributor. At an atomic stage a flow is on at most one worker at a time and its
+/// packets are processed in the order they entered the stage; a worker that forwards them
+/// in order (the in-order calls, or `forward_at` without overtaking its own flow, which
+/// the order check enforces) keeps that order into the next stage.
+///
+/// New packets are admitted while fewer than an admission limit are inside (at workers,
+/// staged, or forwarded and waiting to be routed; see
+/// [`set_admission_limit`](Distributor::set_admission_limit)); a forward is always taken,
+/// so a full pipeline drains. Forwarded packets are routed before new ones. Every worker
+/// serves every stage, and stages have no priorities.
+///
+/// # Errors
+///
+/// As [`new`](crate::distributor::new), and [`ConfigError::BadStages`] for no stage or
+/// more than [`MAX_STAGES`].
+///
+/// # Panics
+///
+/// The calls that route ([`distribute`](Distributor::distribute) and those that read
+/// hand-backs) panic if `route` panics, gives a stage past the last, or sends a forwarded
+/// packet back to an earlier stage (a bug in the worker's code).
+///
+/// ```
+/// use flowline::distributor::{self, Config, StageType};
+/// #[derive(Debug, PartialEq)]
+/// struct Pkt { stage: usize, flow: u64, hops: u32 }
+/// let stages = [StageType::Atomic, StageType::Parallel];
+/// let (mut d, mut ws) = distributor::new_pipeline(
+///     Config::default().workers(1).credit(8),
+///     &stages,
+///     |p: &Pkt| (p.stage, p.flow),
+/// ).unwrap();
+/// d.distribute(&mut vec![Pkt { stage: 0, flow: 7, hops: 0 }]).unwrap();
+/// let (mut b, mut out) = (Vec::new(), Vec::new());
+/// while out.is_empty() {
+///     ws[0].recv_burst(&mut b, 8).unwrap();
+///     for mut p in b.drain(..) {
+///         p.hops += 1;
+///         if p.stage == 0 {
+///             p.stage = 1;
+///             ws[0].forward(p).unwrap(); // on to the parallel stage
+///         } else {
+///             ws[0].done(p).unwrap(); // out of the pipeline
+///         }
+///     }
+///     d.distribute(&mut Vec::new()).unwrap();
+///     d.collect(&mut out);
+/// }
+/// assert_eq!(out, [Pkt { stage: 1, flow: 7, hops: 2 }]);
+/// assert_eq!(d.stage_entries(), [1, 1]);
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn new_pipeline<T, R>(
+    config: Config,
+    stages: &[StageType],
+    route: R,
+) -> Result<(Distributor<T, Pipeline<R>>, Vec<Worker<T>>), ConfigError>
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    if stages.is_empty() || stages.len() > MAX_STAGES {
+        return Err(ConfigError::BadStages(stages.len()));
+    }
+    let sched = Pipeline {
+        route,
+        stages: stages.into(),
+        flows: FlowTable::default(),
+        blocked: HashSet::default(),
+        routes: Vec::new(),
+        check_order: true,
+        limit: config.workers.saturating_mul(config.credit),
+        entered: vec![0; stages.len()].into_boxed_slice(),
+    };
+    Distributor::build(config, sched)
+}
+
+impl<T, R> Distributor<T, Pipeline<R>>
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    /// Sets how many packets may be inside the pipeline (at workers, staged, or forwarded
+    /// and waiting) for a call to admit new ones (default: `workers * credit` of the
+    /// configuration). Forwards are taken whatever the count, so a pipeline that is full
+    /// drains; new packets wait with the caller, as when credit runs out.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config, StageType};
+    /// let (mut d, _ws) = distributor::new_pipeline(
+    ///     Config::default().workers(1).credit(8), &[StageType::Atomic], |p: &u64| (0, *p),
+    /// ).unwrap();
+    /// assert_eq!(d.admission_limit(), 8);
+    /// d.set_admission_limit(2);
+    /// let mut burst = vec![1, 2, 3];
+    /// assert_eq!(d.distribute(&mut burst), Ok(2));
+    /// assert_eq!(burst, [3]);
+    /// ```
+    pub fn set_admission_limit(&mut self, packets: usize) {
+        self.sched.limit = packets;
+    }
+
+    /// How many packets may be inside for new ones to be admitted.
+    pub fn admission_limit(&self) -> usize {
+        self.sched.limit
+    }
+
+    /// Packets that entered each stage so far (new ones at their first stage, forwarded
+    /// ones at the next), by stage.
+    pub fn stage_entries(&self) -> &[u64] {
+        &self.sched.entered
+    }
+
+    /// The stages, as made.
+    pub fn stages(&self) -> &[StageType] {
+        &self.sched.stages
+    }
+
+    /// Turns the hand-back order check on or off, as for an atomic distributor
+    /// ([`Distributor::set_order_check`]): it compares a packet handed back with the stage
+    /// and flow of the packet sent at that position, and a forward or completion out of
+    /// order with the older packets of its flow at an atomic stage.
+    pub fn set_order_check(&mut self, on: bool) {
+        self.sched.check_order = on;
+    }
+
+    /// A call's routing pass (a worker is active): the forwarded packets, then new input
+    /// while the admission limit allows.
+    fn route_pipeline(&mut self, pkts: &mut Vec<T>) -> usize {
+        if !self.sched.blocked.is_empty() {
+            self.sched.blocked.clear();
+        }
+        self.route_forwards();
+        let room = self.sched.limit.saturating_sub(self.in_flight());
+        let mut input = std::mem::take(&mut self.scratch);
+        std::mem::swap(&mut input, pkts);
+        let len = input.len();
+        let g = PutBack {
+            rest: input.drain(..),
+            next: 0,
+            pkts,
+            stats: &mut self.stats,
+            finished: false,
+        };
+        let slack = if self.publish_all { 0 } else { self.batch - 1 };
+        let Pipeline {
+            route,
+            stages,
+            flows,
+            blocked,
+            entered,
+            ..
+        } = &mut self.sched;
+        let mut router = Router {
+            lanes: &mut self.lanes,
+            flows,
+            pick: self.pick,
+            credit: self.credit,
+            slack,
+        };
+        let mut pass = Pass {
+            router: &mut router,
+            stages,
+            blocked,
+            entered,
+        };
+        input_pass(g, &mut pass, route, room);
+        self.pick = router.pick;
+        let accepted = (len - pkts.len()) as u64;
+        self.scratch = input;
+        let mut delta = [0u64; 5];
+        delta[ACCEPTED] = accepted;
+        delta[BACKPRESSURED] = pkts.len() as u64;
+        // Counted before the publication, whose waker may panic (as for one stage).
+        self.stats.add_all(delta);
+        let lanes = &self.lanes;
+        self.sched
+            .flows
+            .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
+        self.push_staged(true, self.publish_all);
+        accepted as usize
+    }
+
+    /// Routes the forwarded packets (the backlog), oldest first, to their next stage;
+    /// those that find no credit wait, and so do later ones of their flow.
+    fn route_forwards(&mut self) {
+        // A new pass: completions read since the last one may have lowered any load.
+        self.pick = Pick::NONE;
+        if self.backlog.is_empty() {
+            return;
+        }
+        // Every route first, before any packet moves: a panic (the user's `route`, or a
+        // stage it gives that is out of range or behind) leaves the backlog as it was.
+        let mut routes = std::mem::take(&mut self.sched.routes);
+        routes.clear();
+        let n = self.sched.stages.len();
+        for (p, from) in self.backlog.iter() {
+            let (stage, tag) = (self.sched.route)(p);
+            check_stage(stage, n);
+            if stage < from as usize {
+                moved_back(from as usize, stage);
+            }
+            routes.push((stage, tag));
+        }
+        let slack = self.slack();
+        let Pipeline {
+            stages,
+            flows,
+            blocked,
+            entered,
+            ..
+        } = &mut self.sched;
+        let mut router = Router {
+            lanes: &mut self.lanes,
+            flows,
+            pick: self.pick,
+            credit: self.credit,
+            slack,
+        };
+        let mut pass = Pass {
+            router: &mut router,
+            stages,
+            blocked,
+            entered,
+        };
+        for &(stage, tag) in &routes {
+            let (p, from) = self.backlog.pop_front().expect("counted");
+            if let Err(p) = pass.place(p, stage, tag) {
+                self.backlog.push_back(p, from);
+            }
+        }
+        self.pick = router.pick;
+        self.sched.routes = routes;
+    }
+}
+
+/// What a routing pass of a pipeline uses, borrowed apart from the distributor.
+struct Pass<'p, 'r, T> {
+    router: &'p mut Router<'r, T>,
+    stages: &'p [StageType],
+    blocked: &'p mut HashSet<u64, BuildHasherDefault<TagHasher>>,
+    entered: &'p mut [u64],
+}
+
+impl<T> Pass<'_, '_, T> {
+    /// Places `p` at `stage` (checked) as a packet of flow `tag`, or gives it back: no
+    /// credit, or an older packet of its flow was refused in this pass.
+    #[inline(always)]
+    fn place(&mut self, p: T, stage: usize, tag: u64) -> Result<(), T> {
+        let k = key(stage, tag);
+        let placed = match self.stages[stage] {
+            StageType::Atomic => {
+                if !self.blocked.is_empty() && self.blocked.contains(&k) {
+                    return Err(p);
+                }
+                self.router.route(p, k).map_err(|p| {
+                    self.blocked.insert(k);
+                    p
+                })
+            }
+            StageType::Parallel => self.router.route_any(p, k),
+        };
+        if placed.is_ok() {
+            self.entered[stage] += 1;
+        }
+        placed
+    }
+}
+
+/// The pass over new input: takes packets from `g` in order while fewer than `room` were
+/// taken, and places them or puts them back. The guard `g` ends here (what is left goes
+/// back onto the caller's input).
+fn input_pass<T, R>(
+    mut g: PutBack<'_, '_, T>,
+    pass: &mut Pass<'_, '_, T>,
+    route: &mut R,
+    room: usize,
+) where
+    R: FnMut(&T) -> (usize, u64),
+{
+    let mut placed = 0;
+    while placed < room {
+        let Some(first) = g.rest.as_slice().first() else {
+            break;
+        };
+        // Routed in place: if `route` panics (or names no stage), the packet is still in
+        // the drain and goes back.
+        let (stage, tag) = route(first);
+        check_stage(stage, pass.stages.len());
+        let Some(p) = g.rest.next() else { break };
+        g.next += 1;
+        match pass.place(p, stage, tag) {
+            Ok(()) => placed += 1,
+            Err(p) => g.pkts.push(p),
+        }
+    }
+    g.finished = true;
+}
+
+/// Panics unless `stage` is one of `n` stages.
+#[inline(always)]
+fn check_stage(stage: usize, n: usize) {
+    if stage >= n {
+        bad_stage(stage, n);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_stage(stage: usize, n: usize) -> ! {
+    panic!(
+        "pipeline: `route` gave stage {stage}, but the pipeline has {n} stages (0 to {})",
+        n - 1
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn moved_back(from: usize, to: usize) -> ! {
+    panic!(
+        "pipeline: a packet at stage {from} was forwarded back to stage {to}; a forward goes to \
+         the packet's own stage or a later one"
+    )
+}
+
+#[allow(private_interfaces)] // sealed: nameable only inside the crate
+impl<T, R> Scheduling<T> for Pipeline<R>
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    #[inline(always)]
+    fn is_ordered(&self) -> bool {
+        false
+    }
+
+    fn route_call(d: &mut Distributor<T, Self>, pkts: &mut Vec<T>) -> usize {
+        d.route_pipeline(pkts)
+    }
+
+    #[inline(always)]
+    fn give_up(&mut self, _notes: std::collections::VecDeque<u64>, _returned: &mut Vec<T>) {}
+
+    #[inline(always)]
+    fn wants_positions(&self) -> bool {
+        self.check_order
+    }
+
+    /// The order check, as for an atomic distributor: each packet's stage and flow against
+    /// the stamp of its position (every packet in debug builds and past positions handed
+    /// back out of order; one per burst otherwise).
+    fn took_burst(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        returned: &mut Vec<T>,
+        start: usize,
+        at: u64,
+        spread: Option<&[u64]>,
+    ) {
+        if !self.check_order {
+            return;
+        }
+        let route = &mut self.route;
+        let mut stamp = |p: &T| {
+            let (s, t) = route(p);
+            key(s, t)
+        };
+        let burst = &returned[start..];
+        if let Some(positions) = spread {
+            for (p, &pos) in burst.iter().zip(positions) {
+                lane.check(w, pos, stamp(p));
+            }
+        } else if cfg!(debug_assertions) {
+            for (k, p) in burst.iter().enumerate() {
+                lane.check(w, at + k as u64, stamp(p));
+            }
+        } else {
+            lane.probe = lane.probe.wrapping_add(PROBE_STEP);
+            let k = probe_offset(lane.probe, burst.len());
+            lane.check(w, at + k as u64, stamp(&burst[k]));
+        }
+    }
+
+    #[inline(always)]
+    fn dropped(&mut self, _lane: &Lane<T>, _pos: u64, _returned: &mut Vec<T>) {}
+
+    /// A forward: checked against the older packets of its flow at an atomic stage (a
+    /// forward that overtook one would break the flow's order at the next stage); its
+    /// note is the stage it leaves.
+    fn rescheduled(
+        &mut self,
+        w: usize,
+        lane: &Lane<T>,
+        pos: u64,
+        _epoch: u64,
+        _returned: &mut Vec<T>,
+    ) -> u64 {
+        let stamp = lane.stamp(pos);
+        let stage = stage_of(stamp);
+        if self.check_order
+            && !lane.frozen
+            && pos > lane.completed
+            && self.stages[stage] == StageType::Atomic
+        {
+            lane.check_overtake(w, pos);
+        }
+        stage as u64
+    }
+
+    /// Kept and accounted, then (sampled in release builds, atomic stages only) checked
+    /// against the older packets of its flow.
+    fn done_at(&mut self, w: usize, lane: &mut Lane<T>, pos: u64, pkt: T, returned: &mut Vec<T>) {
+        returned.push(pkt);
+        let atomic = self.stages[stage_of(lane.stamp(pos))] == StageType::Atomic;
+        let checked = self.check_order && atomic && lane.sample_ooo();
+        lane.complete_at(w, pos, checked);
+        if checked {
+            let (s, t) = (self.route)(returned.last().expect("just pushed"));
+            lane.check(w, pos, key(s, t));
+        }
+    }
+
+    /// Noted with its stage (it goes back to the same one), then checked.
+    fn unprocessed(&mut self, w: usize, lane: &mut Lane<T>, pos: u64) {
+        lane.leaving_notes.push(stage_of(lane.stamp(pos)) as u64);
+        if self.check_order {
+            let (s, t) = (self.route)(lane.leaving.last().expect("just pushed"));
+            lane.check(w, pos, key(s, t));
+        }
+    }
+
+    fn never_received(lane: &Lane<T>, pos: u64) -> u64 {
+        stage_of(lane.stamp(pos)) as u64
+    }
+
+    #[inline(always)]
+    fn lost(&mut self, _lane: &Lane<T>, _n: u64, _returned: &mut Vec<T>) {}
+
+    fn window(&self) -> Option<u64> {
+        None
+    }
+}

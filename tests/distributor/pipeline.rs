@@ -1,0 +1,235 @@
+//! Pipeline distributors: bad layouts and bad stages are clear errors, a forward back or
+//! one that overtakes its flow is caught, and threaded workers forwarding through atomic
+//! and parallel stages (one leaving and re-joining) keep every packet once, each atomic
+//! stage's flows on one worker at a time and in order.
+#![cfg(all(not(loom), feature = "std"))]
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flowline::distributor::{self, Config, ConfigError, StageType, Worker, MAX_STAGES};
+
+/// (stage, flow, sequence in its flow).
+type Pkt = (usize, u64, u64);
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn route(p: &Pkt) -> (usize, u64) {
+    (p.0, p.1)
+}
+
+#[test]
+fn bad_stage_lists_are_refused() {
+    let c = Config::default().workers(1).credit(8);
+    let e = distributor::new_pipeline(c, &[], route).unwrap_err();
+    assert_eq!(e, ConfigError::BadStages(0));
+    assert!(e.to_string().contains("0 pipeline stages"));
+    let many = vec![StageType::Parallel; MAX_STAGES + 1];
+    let e = distributor::new_pipeline(c, &many, route).unwrap_err();
+    assert_eq!(e, ConfigError::BadStages(MAX_STAGES + 1));
+    assert!(distributor::new_pipeline(c, &many[1..], route).is_ok());
+}
+
+/// A packet whose route names no stage is a panic that names it; the packet stays with
+/// the caller, with those behind it.
+#[test]
+fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
+    let c = Config::default().workers(1).credit(8);
+    let (mut d, _ws) = distributor::new_pipeline(c, &[StageType::Atomic], route).unwrap();
+    let mut input = vec![(0, 1, 0), (3, 1, 1), (0, 2, 0)];
+    let e = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut input))).unwrap_err();
+    let msg = e.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("gave stage 3") && msg.contains("1 stages"),
+        "{msg}"
+    );
+    assert_eq!(input, [(3, 1, 1), (0, 2, 0)]);
+    assert_eq!(d.in_flight(), 1);
+}
+
+/// A forward to an earlier stage is caught at the distributor, and the backlog is kept.
+#[test]
+fn a_forward_back_is_a_clear_panic() {
+    let c = Config::default().workers(1).credit(8);
+    let (mut d, mut ws) =
+        distributor::new_pipeline(c, &[StageType::Atomic, StageType::Atomic], route).unwrap();
+    d.distribute(&mut vec![(0, 1, 0)]).unwrap();
+    let mut b = Vec::new();
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    ws[0].forward((1, 1, 0)).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    assert_eq!(b[1], (1, 1, 0));
+    ws[0].forward((0, 1, 0)).unwrap();
+    let e = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new()))).unwrap_err();
+    let msg = e.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("at stage 1 was forwarded back to stage 0"),
+        "{msg}"
+    );
+    assert_eq!(d.in_flight(), 1);
+}
+
+/// At an atomic stage, a forward by ticket ahead of an older packet of its own flow is
+/// caught (it would let the next stage see the flow out of order); at a parallel stage
+/// it is allowed.
+#[test]
+fn a_forward_that_overtakes_its_flow_is_caught_at_atomic_stages() {
+    for (kind, caught) in [(StageType::Atomic, true), (StageType::Parallel, false)] {
+        let c = Config::default().workers(1).credit(8);
+        let (mut d, mut ws) =
+            distributor::new_pipeline(c, &[kind, StageType::Atomic], route).unwrap();
+        d.distribute(&mut vec![(0, 1, 0), (0, 1, 1)]).unwrap();
+        let first = ws[0].next_ticket();
+        let mut b = Vec::new();
+        ws[0].recv_burst(&mut b, 8).unwrap();
+        ws[0].forward_at(first.nth(1), (1, 1, 1)).unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new())));
+        assert_eq!(r.is_err(), caught, "{kind:?}");
+        if let Err(e) = r {
+            let msg = e.downcast_ref::<String>().unwrap();
+            assert!(msg.contains("before the one at position 0"), "{msg}");
+        }
+    }
+}
+
+/// Who holds each (stage, flow) of the atomic stages, and the next sequence number each
+/// may process there.
+#[derive(Default)]
+struct Seen {
+    held: HashMap<(usize, u64), (usize, usize)>,
+    next: HashMap<(usize, u64), u64>,
+}
+
+const STAGES: [StageType; 3] = [StageType::Atomic, StageType::Atomic, StageType::Parallel];
+
+type Rejoin = std::sync::mpsc::Receiver<Worker<Pkt>>;
+
+/// A worker thread: takes bursts, checks the atomic stages' promises, forwards each packet
+/// to the next stage (stage 0 moves it to flow `flow + 1000`), completes it at the last.
+/// Worker 0 leaves once, after its first burst's first two packets, and re-joins through
+/// the distributor.
+fn work(
+    mut w: Worker<Pkt>,
+    seen: &Mutex<Seen>,
+    rejoin: &Rejoin,
+    leave: &std::sync::mpsc::Sender<()>,
+) {
+    let id = w.id();
+    let mut b = Vec::new();
+    let mut left = false;
+    while w.recv_burst_wait(&mut b, 16, LONG).is_ok() {
+        {
+            let mut s = seen.lock().unwrap();
+            for p in b.iter().filter(|p| STAGES[p.0] == StageType::Atomic) {
+                let h = s.held.entry((p.0, p.1)).or_insert((id, 0));
+                assert!(
+                    h.0 == id || h.1 == 0,
+                    "{:?} on workers {} and {id}",
+                    (p.0, p.1),
+                    h.0
+                );
+                *h = (id, h.1 + 1);
+            }
+        }
+        if id == 0 && !left {
+            left = true;
+            let keep = b.split_off(b.len().min(2));
+            hand_on(&mut w, &mut b, seen);
+            release(seen, &keep, false);
+            w.leave(keep).unwrap();
+            leave.send(()).unwrap();
+            match rejoin.recv() {
+                Ok(again) => w = again,
+                Err(_) => return,
+            }
+            continue;
+        }
+        hand_on(&mut w, &mut b, seen);
+    }
+}
+
+/// `pkts` leave this worker's hands (`processed`: in this order, which the atomic stages'
+/// order check follows).
+fn release(seen: &Mutex<Seen>, pkts: &[Pkt], processed: bool) {
+    let mut s = seen.lock().unwrap();
+    for p in pkts.iter().filter(|p| STAGES[p.0] == StageType::Atomic) {
+        s.held.get_mut(&(p.0, p.1)).unwrap().1 -= 1;
+        if processed {
+            let next = s.next.entry((p.0, p.1)).or_insert(0);
+            assert!(
+                p.2 >= *next,
+                "{:?}: sequence {} after {}",
+                (p.0, p.1),
+                p.2,
+                *next
+            );
+            *next = p.2 + 1;
+        }
+    }
+}
+
+fn hand_on(w: &mut Worker<Pkt>, b: &mut Vec<Pkt>, seen: &Mutex<Seen>) {
+    for p in b.drain(..) {
+        release(seen, &[p], true);
+        match p.0 {
+            0 => w.forward((1, p.1 + 1000, p.2)).unwrap(),
+            1 => w.forward((2, p.1, p.2)).unwrap(),
+            _ => w.done(p).unwrap(),
+        }
+    }
+}
+
+/// Three workers forward 20,000 packets of 64 flows through two atomic stages (the second
+/// sees each flow in the order the first processed it) and a parallel one; worker 0
+/// leaves mid-burst and re-joins. Every packet comes out once.
+#[test]
+fn threaded_workers_forward_through_three_stages() {
+    const N: u64 = 20_000;
+    let c = Config::default().workers(3).credit(32);
+    let (mut d, ws) = distributor::new_pipeline(c, &STAGES, route).unwrap();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let (rejoin_tx, rejoin_rx) = std::sync::mpsc::channel();
+    let (leave_tx, leave_rx) = std::sync::mpsc::channel();
+    let mut rejoin_rx = Some(rejoin_rx);
+    let threads: Vec<_> = ws
+        .into_iter()
+        .map(|w| {
+            let (seen, leave) = (Arc::clone(&seen), leave_tx.clone());
+            let rx = match w.id() {
+                0 => rejoin_rx.take().unwrap(),
+                _ => std::sync::mpsc::channel().1,
+            };
+            std::thread::spawn(move || work(w, &seen, &rx, &leave))
+        })
+        .collect();
+    let mut input: Vec<Pkt> = (0..N).rev().map(|i| (0, i % 64, i / 64)).collect();
+    let (mut out, mut burst, mut rejoined) = (Vec::new(), Vec::new(), false);
+    while out.len() < N as usize {
+        while burst.len() < 32 {
+            let Some(p) = input.pop() else { break };
+            burst.push(p);
+        }
+        if burst.is_empty() {
+            d.collect_wait(&mut out, LONG).unwrap();
+        } else {
+            d.distribute_wait(&mut burst, LONG).unwrap();
+            d.collect(&mut out);
+        }
+        if leave_rx.try_recv().is_ok() {
+            rejoin_tx.send(d.rejoin(0).unwrap()).unwrap();
+            rejoined = true;
+        }
+    }
+    assert!(rejoined, "worker 0 left and came back");
+    drop((d, rejoin_tx));
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut ids: Vec<u64> = out.iter().map(|p| p.1 % 1000 + 64 * p.2).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..N).collect::<Vec<_>>());
+    assert!(out.iter().all(|p| p.0 == 2 && p.1 >= 1000));
+}

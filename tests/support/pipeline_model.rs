@@ -1,0 +1,338 @@
+//! A sequential model of a pipeline distributor, for `tests/props/pipeline.rs`: workers
+//! are driven by hand from one thread, and after every operation the model checks
+//! * affinity: at an atomic stage, a worker receives a packet of a flow only while no
+//!   other worker holds one of that flow at that stage;
+//! * order: at an atomic stage, packets of a flow that came from one source (new input of
+//!   that flow, or forwards out of one flow of an atomic stage) are received in the order
+//!   they were accepted or forwarded;
+//! * admission: a call that admits new packets leaves at most the admission limit inside;
+//! * exactly once: at the end every packet came back once, returned or dropped.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use flowline::distributor::{self, Config, NoWorkers, StageType, Ticket, Worker};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pkt {
+    pub stage: usize,
+    pub flow: u64,
+    pub id: u64,
+}
+
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Hand the distributor the pending packets plus new ones (stage 0) of these flows.
+    Distribute(Vec<u8>),
+    /// Worker receives up to n packets.
+    Recv(usize, usize),
+    /// Worker hands back its oldest held packet processed (out of the pipeline).
+    Done(usize),
+    /// Worker drops its oldest held packet.
+    Drop(usize),
+    /// Worker forwards its oldest held packet to the next stage (the last stage's
+    /// packets go out as done), into this flow.
+    Forward(usize, u8),
+    /// Worker forwards, by ticket, its k-th held packet (at an atomic stage: the oldest
+    /// held of that packet's flow), into this flow.
+    ForwardAt(usize, usize, u8),
+    /// Worker leaves, handing back its first k held packets unprocessed (the rest count
+    /// as dropped).
+    Leave(usize, usize),
+    /// A worker that left re-joins.
+    Rejoin(usize),
+    Collect,
+    /// The admission limit changes.
+    Limit(usize),
+}
+
+pub const FLOWS: u64 = 4;
+
+/// A stage and a flow.
+type Key = (usize, u64);
+
+/// The source of new input of a flow.
+const INPUT: usize = usize::MAX;
+
+struct Model {
+    stages: Vec<StageType>,
+    /// Per (destination, source): ids in the order they must be received.
+    expect: HashMap<(Key, Key), VecDeque<u64>>,
+    /// Per packet: its source, if its order is tracked.
+    source: HashMap<u64, Key>,
+    held: Vec<VecDeque<Pkt>>,
+    tickets: Vec<VecDeque<Ticket>>,
+    done_ids: HashSet<u64>,
+    returned: HashSet<u64>,
+    dropped: u64,
+}
+
+impl Model {
+    fn atomic(&self, stage: usize) -> bool {
+        self.stages[stage] == StageType::Atomic
+    }
+
+    /// `p`, now at its stage and flow, came from `from` (tracked if an atomic stage's
+    /// flow or new input).
+    fn entered(&mut self, p: &Pkt, from: Key) {
+        if from.0 == INPUT || self.atomic(from.0) {
+            self.source.insert(p.id, from);
+            self.expect
+                .entry(((p.stage, p.flow), from))
+                .or_default()
+                .push_back(p.id);
+        } else {
+            self.source.remove(&p.id);
+        }
+    }
+
+    fn received(&mut self, w: usize, p: Pkt) -> Result<(), String> {
+        if self.atomic(p.stage) {
+            for (o, h) in self.held.iter().enumerate() {
+                if o != w && h.iter().any(|q| (q.stage, q.flow) == (p.stage, p.flow)) {
+                    return Err(format!(
+                        "{:?} held by workers {o} and {w}",
+                        (p.stage, p.flow)
+                    ));
+                }
+            }
+            if let Some(&from) = self.source.get(&p.id) {
+                let q = self.expect.entry(((p.stage, p.flow), from)).or_default();
+                if q.front() != Some(&p.id) {
+                    return Err(format!(
+                        "{p:?} from {from:?} out of order: expected {:?}",
+                        q.front()
+                    ));
+                }
+                q.pop_front();
+            }
+        }
+        self.held[w].push_back(p);
+        Ok(())
+    }
+
+    /// Forgets the expected places of packets given back to the caller.
+    fn forget(&mut self, ids: &HashSet<u64>) {
+        for q in self.expect.values_mut() {
+            q.retain(|id| !ids.contains(id));
+        }
+    }
+}
+
+#[allow(clippy::too_many_lines)]
+pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> Result<(), String> {
+    let (mut d, ws) = distributor::new_pipeline(
+        Config::default().workers(workers).credit(credit),
+        stages,
+        |p: &Pkt| (p.stage, p.flow),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut ws: Vec<Option<Worker<Pkt>>> = ws.into_iter().map(Some).collect();
+    let mut m = Model {
+        stages: stages.to_vec(),
+        expect: HashMap::new(),
+        source: HashMap::new(),
+        held: vec![VecDeque::new(); workers],
+        tickets: vec![VecDeque::new(); workers],
+        done_ids: HashSet::new(),
+        returned: HashSet::new(),
+        dropped: 0,
+    };
+    let last = stages.len() - 1;
+    let mut pending: Vec<Pkt> = Vec::new();
+    let mut next_id = 0u64;
+    let mut out = Vec::new();
+    let check = |c: bool, what: &str| if c { Ok(()) } else { Err(what.to_string()) };
+
+    for op in ops {
+        match op {
+            Op::Distribute(flows) => {
+                for f in flows {
+                    pending.push(Pkt {
+                        stage: 0,
+                        flow: u64::from(*f) % FLOWS,
+                        id: next_id,
+                    });
+                    next_id += 1;
+                }
+                let before = pending.clone();
+                match d.distribute(&mut pending) {
+                    Ok(n) => {
+                        check(before.len() - pending.len() == n, "accepted count")?;
+                        check(
+                            n == 0 || d.in_flight() <= d.admission_limit(),
+                            "admitted past the limit",
+                        )?;
+                        let left: HashSet<u64> = pending.iter().map(|p| p.id).collect();
+                        let mut blocked = HashSet::new();
+                        let mut it = pending.iter();
+                        for p in &before {
+                            if left.contains(&p.id) {
+                                check(it.next() == Some(p), "left packets out of order")?;
+                                blocked.insert((p.stage, p.flow));
+                            } else {
+                                check(
+                                    !m.atomic(p.stage) || !blocked.contains(&(p.stage, p.flow)),
+                                    "a later packet of a blocked flow was accepted",
+                                )?;
+                                m.entered(p, (INPUT, p.flow));
+                            }
+                        }
+                    }
+                    Err(NoWorkers) => {
+                        let back: HashSet<u64> = pending.iter().map(|p| p.id).collect();
+                        m.forget(&back);
+                        check(
+                            ws.iter().all(Option::is_none),
+                            "NoWorkers with a worker active",
+                        )?;
+                    }
+                }
+            }
+            Op::Recv(w, n) => {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].as_mut() else { continue };
+                let mut got = Vec::new();
+                let first = wk.next_ticket();
+                wk.recv_burst(&mut got, *n).map_err(|e| e.to_string())?;
+                for (k, p) in got.into_iter().enumerate() {
+                    m.tickets[w].push_back(first.nth(k));
+                    m.received(w, p)?;
+                }
+            }
+            Op::Done(w) | Op::Drop(w) | Op::Forward(w, _) => {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].as_mut() else { continue };
+                let Some(p) = m.held[w].pop_front() else {
+                    continue;
+                };
+                m.tickets[w].pop_front();
+                match op {
+                    Op::Drop(_) => {
+                        wk.drop_packet(p).map_err(|e| e.to_string())?;
+                        m.dropped += 1;
+                    }
+                    Op::Forward(_, f) if p.stage < last => {
+                        let from = (p.stage, p.flow);
+                        let q = Pkt {
+                            stage: p.stage + 1,
+                            flow: u64::from(*f) % FLOWS,
+                            id: p.id,
+                        };
+                        wk.forward(q).map_err(|e| e.to_string())?;
+                        m.entered(&q, from);
+                    }
+                    _ => {
+                        wk.done(p).map_err(|e| e.to_string())?;
+                        m.done_ids.insert(p.id);
+                    }
+                }
+            }
+            Op::ForwardAt(w, k, f) => {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].as_mut() else { continue };
+                if m.held[w].is_empty() {
+                    continue;
+                }
+                let mut i = *k % m.held[w].len();
+                let c = m.held[w][i];
+                if m.atomic(c.stage) {
+                    // A flow of an atomic stage goes on in order.
+                    i = m.held[w]
+                        .iter()
+                        .position(|p| (p.stage, p.flow) == (c.stage, c.flow))
+                        .expect("chosen");
+                }
+                let p = m.held[w].remove(i).expect("held");
+                let t = m.tickets[w].remove(i).expect("in step");
+                if p.stage < last {
+                    let q = Pkt {
+                        stage: p.stage + 1,
+                        flow: u64::from(*f) % FLOWS,
+                        id: p.id,
+                    };
+                    wk.forward_at(t, q).map_err(|e| e.to_string())?;
+                    m.entered(&q, (p.stage, p.flow));
+                } else {
+                    wk.done_at(t, p).map_err(|e| e.to_string())?;
+                    m.done_ids.insert(p.id);
+                }
+            }
+            Op::Leave(w, k) => {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].take() else { continue };
+                let held: Vec<Pkt> = m.held[w].drain(..).collect();
+                m.tickets[w].clear();
+                let k = (*k).min(held.len());
+                for p in held[..k].iter().rev() {
+                    if let Some(&from) = m.source.get(&p.id) {
+                        m.expect
+                            .entry(((p.stage, p.flow), from))
+                            .or_default()
+                            .push_front(p.id);
+                    }
+                }
+                m.dropped += (held.len() - k) as u64;
+                wk.leave(held[..k].to_vec()).map_err(|e| e.to_string())?;
+            }
+            Op::Rejoin(w) => {
+                let w = *w % ws.len();
+                if ws[w].is_none() {
+                    ws[w] = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+                }
+            }
+            Op::Collect => {
+                d.collect(&mut out);
+            }
+            Op::Limit(n) => d.set_admission_limit(*n),
+        }
+        for p in out.drain(..) {
+            check(
+                m.done_ids.contains(&p.id),
+                "returned a packet no worker finished",
+            )?;
+            check(m.returned.insert(p.id), "returned twice")?;
+        }
+    }
+
+    // Drain: everyone joins, receives and finishes everything.
+    for (w, slot) in ws.iter_mut().enumerate() {
+        if slot.is_none() {
+            *slot = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+        }
+    }
+    d.set_admission_limit(usize::MAX);
+    for _round in 0..10_000 {
+        if pending.is_empty() && d.in_flight() == 0 {
+            break;
+        }
+        d.distribute(&mut pending).map_err(|e| e.to_string())?;
+        for (w, wk) in ws.iter_mut().enumerate() {
+            let wk = wk.as_mut().unwrap();
+            let mut got = Vec::new();
+            wk.recv_burst(&mut got, usize::MAX)
+                .map_err(|e| e.to_string())?;
+            m.tickets[w].clear();
+            for p in m.held[w].drain(..).chain(got) {
+                m.done_ids.insert(p.id);
+                wk.done(p).map_err(|e| e.to_string())?;
+            }
+        }
+        d.collect(&mut out);
+    }
+    d.flush(&mut out, Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    for p in out.drain(..) {
+        check(m.returned.insert(p.id), "returned twice")?;
+    }
+    check(pending.is_empty(), "packets stuck with the caller")?;
+    check(
+        m.returned.len() as u64 + m.dropped == next_id,
+        &format!(
+            "returned {} + dropped {} != created {next_id}",
+            m.returned.len(),
+            m.dropped
+        ),
+    )?;
+    Ok(())
+}
