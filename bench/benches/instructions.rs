@@ -420,6 +420,81 @@ fn dist_2workers_ordered(
     two_workers(d, ws, pkts)
 }
 
+/// A pipeline's packet: the flow in the low bits, the stage in the top bit.
+const STAGE_BIT: u64 = 1 << 63;
+
+type PipeRoute = fn(&u64) -> (usize, u64);
+type PipeDist = distributor::Distributor<u64, distributor::Pipeline<PipeRoute>>;
+
+/// A pipeline of `stages` (atomic first) with one worker of credit 256, and the packets
+/// of `dist_seq_setup` (flows `i % 1024`, at stage 0).
+fn pipe_setup(
+    stages: &[distributor::StageType],
+) -> (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>) {
+    let route: PipeRoute = |p| (usize::from(p & STAGE_BIT != 0), p & !STAGE_BIT);
+    let (d, ws) =
+        distributor::new_pipeline(Config::default().workers(1).credit(256), stages, route).unwrap();
+    (d, ws, (0..N as u64).map(|i| i % 1024).collect())
+}
+
+/// Each burst of 32 distributed and driven through the pipeline by its one worker: a
+/// packet at a stage before `last` is forwarded to the next, the others go back with
+/// `done_burst`; then collected.
+#[inline(always)]
+fn one_worker_through_stages(
+    mut d: PipeDist,
+    mut ws: Vec<distributor::Worker<u64>>,
+    pkts: Vec<u64>,
+    last: u64,
+) -> usize {
+    let (mut input, mut b, mut done, mut out) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut back = 0;
+    let w = &mut ws[0];
+    for burst in pkts.chunks(32) {
+        input.extend_from_slice(burst);
+        loop {
+            d.distribute(&mut input).unwrap();
+            w.recv_burst(&mut b, 64).unwrap();
+            let mut forwarded = false;
+            if last == 0 {
+                // One stage: every packet goes back as `dist_1worker_in_order`'s do.
+                w.done_burst(&mut b).unwrap();
+            }
+            for p in b.drain(..) {
+                if p >> 63 < last {
+                    w.forward(p | STAGE_BIT).unwrap();
+                    forwarded = true;
+                } else {
+                    done.push(p);
+                }
+            }
+            w.done_burst(&mut done).unwrap();
+            if input.is_empty() && !forwarded {
+                break;
+            }
+        }
+        back += d.collect(&mut out);
+        out.clear();
+    }
+    black_box((d, ws));
+    back
+}
+
+// Per packet: `dist_1worker_in_order` through a one-stage (atomic) pipeline: what the
+// general scheduler costs the simple case.
+#[library_benchmark]
+#[bench::n(setup = pipe_setup, args = (&[distributor::StageType::Atomic]))]
+fn pipe_a_1worker((d, ws, pkts): (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
+    one_worker_through_stages(d, ws, pkts, 0)
+}
+
+// Per packet: an atomic then a parallel stage, the worker forwarding each packet once.
+#[library_benchmark]
+#[bench::n(setup = pipe_setup, args = (&[distributor::StageType::Atomic, distributor::StageType::Parallel]))]
+fn pipe_ap_1worker((d, ws, pkts): (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
+    one_worker_through_stages(d, ws, pkts, 1)
+}
+
 /// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
 /// distributor's type without the closure's costs.
 fn dist_boxed_setup() -> (
@@ -552,7 +627,7 @@ library_benchmark_group!(
     name = dist;
     benchmarks = dist_2workers, dist_2workers_wait, dist_2workers_boxed, dist_1worker_in_order,
         dist_1worker_any_order, dist_1worker_ordered, dist_2workers_ordered, dist_2nodes,
-        dist_lines
+        dist_lines, pipe_a_1worker, pipe_ap_1worker
 );
 
 // ---- counters, cells, locks ------------------------------------------------------------------
