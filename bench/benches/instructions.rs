@@ -459,16 +459,17 @@ fn one_worker_through_stages(
             if last == 0 {
                 // One stage: every packet goes back as `dist_1worker_in_order`'s do.
                 w.done_burst(&mut b).unwrap();
-            }
-            for p in b.drain(..) {
-                if p >> 63 < last {
-                    w.forward(p | STAGE_BIT).unwrap();
-                    forwarded = true;
-                } else {
-                    done.push(p);
+            } else {
+                for p in b.drain(..) {
+                    if p >> 63 < last {
+                        w.forward(p | STAGE_BIT).unwrap();
+                        forwarded = true;
+                    } else {
+                        done.push(p);
+                    }
                 }
+                w.done_burst(&mut done).unwrap();
             }
-            w.done_burst(&mut done).unwrap();
             if input.is_empty() && !forwarded {
                 break;
             }

@@ -7,10 +7,10 @@
 //! [`Worker::forward`](super::Worker::forward), and the distributor routes it again by the
 //! stage and flow that `route` now gives.
 //!
-//! One flow table serves every atomic stage: its key is the stage in the top bits and a
-//! hash of the flow tag below, so a flow of one stage is not the same flow at the next
-//! (two tags whose hashes meet share a key: their packets are then kept in order
-//! together, which is stricter, never wrong). The lanes stamp each position with that key,
+//! One flow table serves every atomic stage: its key is the stage in the top bits and the
+//! flow tag's low bits below, so a flow of one stage is not the same flow at the next
+//! (two tags that differ only in the top bits share a key: their packets are then kept in
+//! order together, which is stricter, never wrong; the table hashes keys itself). The lanes stamp each position with that key,
 //! so a hand-back tells which stage its packet was at.
 
 use std::collections::HashSet;
@@ -53,7 +53,7 @@ pub enum StageType {
 /// `route` gives.
 pub struct Pipeline<R> {
     route: R,
-    stages: Box<[StageType]>,
+    stages: Box<[Stage]>,
     flows: FlowTable,
     /// Keys refused in the current routing pass: later packets of those flows wait too.
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
@@ -62,8 +62,14 @@ pub struct Pipeline<R> {
     check_order: bool,
     /// New packets are admitted while fewer than this many are inside.
     limit: usize,
-    /// Packets that entered each stage, ever.
-    entered: Box<[u64]>,
+}
+
+/// A stage: its type, and the packets that entered it, ever (together: one bounds check
+/// per packet routed).
+#[derive(Clone, Copy, Debug)]
+struct Stage {
+    kind: StageType,
+    entered: u64,
 }
 
 impl<R> fmt::Debug for Pipeline<R> {
@@ -76,11 +82,13 @@ impl<R> fmt::Debug for Pipeline<R> {
     }
 }
 
+/// The tag bits of a key.
+const TAG_BITS: u64 = (1 << STAGE_SHIFT) - 1;
+
 /// The flow-table key and stamp of a packet at `stage` of flow `tag`.
 #[inline(always)]
 fn key(stage: usize, tag: u64) -> u64 {
-    ((stage as u64) << STAGE_SHIFT)
-        | (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - STAGE_SHIFT))
+    ((stage as u64) << STAGE_SHIFT) | (tag & TAG_BITS)
 }
 
 /// The stage a stamp names.
@@ -166,13 +174,15 @@ where
     }
     let sched = Pipeline {
         route,
-        stages: stages.into(),
+        stages: stages
+            .iter()
+            .map(|&kind| Stage { kind, entered: 0 })
+            .collect(),
         flows: FlowTable::default(),
         blocked: HashSet::default(),
         routes: Vec::new(),
         check_order: true,
         limit: config.workers.saturating_mul(config.credit),
-        entered: vec![0; stages.len()].into_boxed_slice(),
     };
     Distributor::build(config, sched)
 }
@@ -208,13 +218,13 @@ where
 
     /// Packets that entered each stage so far (new ones at their first stage, forwarded
     /// ones at the next), by stage.
-    pub fn stage_entries(&self) -> &[u64] {
-        &self.sched.entered
+    pub fn stage_entries(&self) -> Vec<u64> {
+        self.sched.stages.iter().map(|s| s.entered).collect()
     }
 
     /// The stages, as made.
-    pub fn stages(&self) -> &[StageType] {
-        &self.sched.stages
+    pub fn stages(&self) -> Vec<StageType> {
+        self.sched.stages.iter().map(|s| s.kind).collect()
     }
 
     /// Turns the hand-back order check on or off, as for an atomic distributor
@@ -249,24 +259,21 @@ where
             stages,
             flows,
             blocked,
-            entered,
             ..
         } = &mut self.sched;
-        let mut router = Router {
-            lanes: &mut self.lanes,
-            flows,
-            pick: self.pick,
-            credit: self.credit,
-            slack,
-        };
         let mut pass = Pass {
-            router: &mut router,
+            router: Router {
+                lanes: &mut self.lanes,
+                flows,
+                pick: self.pick,
+                credit: self.credit,
+                slack,
+            },
             stages,
             blocked,
-            entered,
         };
         input_pass(g, &mut pass, route, room);
-        self.pick = router.pick;
+        self.pick = pass.router.pick;
         let accepted = (len - pkts.len()) as u64;
         self.scratch = input;
         let mut delta = [0u64; 5];
@@ -308,50 +315,64 @@ where
             stages,
             flows,
             blocked,
-            entered,
             ..
         } = &mut self.sched;
-        let mut router = Router {
-            lanes: &mut self.lanes,
-            flows,
-            pick: self.pick,
-            credit: self.credit,
-            slack,
-        };
         let mut pass = Pass {
-            router: &mut router,
+            router: Router {
+                lanes: &mut self.lanes,
+                flows,
+                pick: self.pick,
+                credit: self.credit,
+                slack,
+            },
             stages,
             blocked,
-            entered,
         };
         for &(stage, tag) in &routes {
             let (p, from) = self.backlog.pop_front().expect("counted");
-            if let Err(p) = pass.place(p, stage, tag) {
+            let kind = pass.kind(stage);
+            if let Err(p) = pass.place(p, stage, kind, tag, true) {
                 self.backlog.push_back(p, from);
             }
         }
-        self.pick = router.pick;
+        self.pick = pass.router.pick;
         self.sched.routes = routes;
     }
 }
 
 /// What a routing pass of a pipeline uses, borrowed apart from the distributor.
-struct Pass<'p, 'r, T> {
-    router: &'p mut Router<'r, T>,
-    stages: &'p [StageType],
+struct Pass<'p, T> {
+    router: Router<'p, T>,
+    stages: &'p mut [Stage],
     blocked: &'p mut HashSet<u64, BuildHasherDefault<TagHasher>>,
-    entered: &'p mut [u64],
 }
 
-impl<T> Pass<'_, '_, T> {
-    /// Places `p` at `stage` (checked) as a packet of flow `tag`, or gives it back: no
-    /// credit, or an older packet of its flow was refused in this pass.
+impl<T> Pass<'_, T> {
+    /// The type of `stage`; a clear panic if there is no such stage.
     #[inline(always)]
-    fn place(&mut self, p: T, stage: usize, tag: u64) -> Result<(), T> {
+    fn kind(&self, stage: usize) -> StageType {
+        match self.stages.get(stage) {
+            Some(s) => s.kind,
+            None => bad_stage(stage, self.stages.len()),
+        }
+    }
+
+    /// Places `p` at `stage` (of type `kind`) as a packet of flow `tag`, or gives it back:
+    /// no credit, or (with `blocking`) an older packet of its flow was refused in this
+    /// pass.
+    #[inline(always)]
+    fn place(
+        &mut self,
+        p: T,
+        stage: usize,
+        kind: StageType,
+        tag: u64,
+        blocking: bool,
+    ) -> Result<(), T> {
         let k = key(stage, tag);
-        let placed = match self.stages[stage] {
+        let placed = match kind {
             StageType::Atomic => {
-                if !self.blocked.is_empty() && self.blocked.contains(&k) {
+                if blocking && !self.blocked.is_empty() && self.blocked.contains(&k) {
                     return Err(p);
                 }
                 self.router.route(p, k).map_err(|p| {
@@ -362,7 +383,9 @@ impl<T> Pass<'_, '_, T> {
             StageType::Parallel => self.router.route_any(p, k),
         };
         if placed.is_ok() {
-            self.entered[stage] += 1;
+            if let Some(s) = self.stages.get_mut(stage) {
+                s.entered += 1;
+            }
         }
         placed
     }
@@ -371,15 +394,13 @@ impl<T> Pass<'_, '_, T> {
 /// The pass over new input: takes packets from `g` in order while fewer than `room` were
 /// taken, and places them or puts them back. The guard `g` ends here (what is left goes
 /// back onto the caller's input).
-fn input_pass<T, R>(
-    mut g: PutBack<'_, '_, T>,
-    pass: &mut Pass<'_, '_, T>,
-    route: &mut R,
-    room: usize,
-) where
+fn input_pass<T, R>(mut g: PutBack<'_, '_, T>, pass: &mut Pass<'_, T>, route: &mut R, room: usize)
+where
     R: FnMut(&T) -> (usize, u64),
 {
     let mut placed = 0;
+    // Until a packet is refused, no flow is blocked: no look at the blocked set.
+    let mut blocking = false;
     while placed < room {
         let Some(first) = g.rest.as_slice().first() else {
             break;
@@ -387,12 +408,15 @@ fn input_pass<T, R>(
         // Routed in place: if `route` panics (or names no stage), the packet is still in
         // the drain and goes back.
         let (stage, tag) = route(first);
-        check_stage(stage, pass.stages.len());
+        let kind = pass.kind(stage);
         let Some(p) = g.rest.next() else { break };
         g.next += 1;
-        match pass.place(p, stage, tag) {
+        match pass.place(p, stage, kind, tag, blocking) {
             Ok(()) => placed += 1,
-            Err(p) => g.pkts.push(p),
+            Err(p) => {
+                g.pkts.push(p);
+                blocking = true;
+            }
         }
     }
     g.finished = true;
@@ -501,7 +525,7 @@ where
         if self.check_order
             && !lane.frozen
             && pos > lane.completed
-            && self.stages[stage] == StageType::Atomic
+            && self.stages[stage].kind == StageType::Atomic
         {
             lane.check_overtake(w, pos);
         }
@@ -512,7 +536,7 @@ where
     /// against the older packets of its flow.
     fn done_at(&mut self, w: usize, lane: &mut Lane<T>, pos: u64, pkt: T, returned: &mut Vec<T>) {
         returned.push(pkt);
-        let atomic = self.stages[stage_of(lane.stamp(pos))] == StageType::Atomic;
+        let atomic = self.stages[stage_of(lane.stamp(pos))].kind == StageType::Atomic;
         let checked = self.check_order && atomic && lane.sample_ooo();
         lane.complete_at(w, pos, checked);
         if checked {
