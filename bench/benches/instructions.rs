@@ -460,8 +460,11 @@ fn one_worker_through_stages(
                 // One stage: every packet goes back as `dist_1worker_in_order`'s do.
                 w.done_burst(&mut b).unwrap();
             } else {
+                // In the order received: the completions gathered so far go back
+                // before a forward.
                 for p in b.drain(..) {
                     if p >> 63 < last {
+                        w.done_burst(&mut done).unwrap();
                         w.forward(p | STAGE_BIT).unwrap();
                         forwarded = true;
                     } else {

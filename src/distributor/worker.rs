@@ -557,7 +557,11 @@ impl<T> Worker<T> {
     /// the oldest packet held): the worker has set the stage (and, if it likes, the flow)
     /// that the pipeline's `route` reads, and the distributor routes the packet there, in
     /// the order the worker forwards its flow's packets. The same hand-back as
-    /// [`reschedule`](Self::reschedule), named for pipelines.
+    /// [`reschedule`](Self::reschedule), named for pipelines: like every in-order call it
+    /// hands back the oldest packet held, so a worker that completes some packets of a
+    /// burst and forwards others hands them back in the order it received them (gathered
+    /// completions go back with [`done_burst`](Self::done_burst) before a forward), or
+    /// uses [`forward_at`](Self::forward_at) and [`done_at`](Self::done_at) by ticket.
     ///
     /// # Errors
     ///

@@ -223,6 +223,9 @@ const SAME_SHAPE: &[(&str, &str, &str)] = &[
         "flowline",
         "cell_assign_unchanged",
     ),
+    ("pipe_a_1worker", "flowline_pipe", "pipe_a_1worker"),
+    ("pipe_a_1worker", "flowline", "dist_1worker_in_order"),
+    ("pipe_ap_1worker", "flowline_pipe", "pipe_ap_1worker"),
 ];
 
 /// Operations per instruction benchmark (its `N`).
