@@ -438,8 +438,8 @@ fn pipe_setup(
 }
 
 /// Each burst of 32 distributed and driven through the pipeline by its one worker: a
-/// packet at a stage before `last` is forwarded to the next, the others go back with
-/// `done_burst`; then collected.
+/// packet at a stage before `last` is forwarded to the next, the others complete, all
+/// handed back with one `done_burst`; then collected.
 #[inline(always)]
 fn one_worker_through_stages(
     mut d: PipeDist,
@@ -447,7 +447,7 @@ fn one_worker_through_stages(
     pkts: Vec<u64>,
     last: u64,
 ) -> usize {
-    let (mut input, mut b, mut done, mut out) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut input, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut back = 0;
     let w = &mut ws[0];
     for burst in pkts.chunks(32) {
@@ -455,24 +455,17 @@ fn one_worker_through_stages(
         loop {
             d.distribute(&mut input).unwrap();
             w.recv_burst(&mut b, 64).unwrap();
+            // Each packet before the last stage goes on to the next (its stage advanced in
+            // place: a forward is a hand-back like a completion), the others complete; the
+            // whole burst goes back at once.
             let mut forwarded = false;
-            if last == 0 {
-                // One stage: every packet goes back as `dist_1worker_in_order`'s do.
-                w.done_burst(&mut b).unwrap();
-            } else {
-                // In the order received: the completions gathered so far go back
-                // before a forward.
-                for p in b.drain(..) {
-                    if p >> 63 < last {
-                        w.done_burst(&mut done).unwrap();
-                        w.forward(p | STAGE_BIT).unwrap();
-                        forwarded = true;
-                    } else {
-                        done.push(p);
-                    }
+            for p in b.iter_mut() {
+                if *p >> 63 < last {
+                    *p |= STAGE_BIT;
+                    forwarded = true;
                 }
-                w.done_burst(&mut done).unwrap();
             }
+            w.done_burst(&mut b).unwrap();
             if input.is_empty() && !forwarded {
                 break;
             }

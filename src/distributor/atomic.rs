@@ -16,6 +16,7 @@ use core::fmt;
 
 use super::admission::sealed::Admitting;
 use super::admission::AdmitAll;
+use super::backlog::Backlog;
 use super::flows::{FlowTable, TagHasher};
 use super::lanes::{probe_offset, Lane, Pick, Router, PROBE_STEP};
 use super::schedule::sealed::Scheduling;
@@ -106,6 +107,7 @@ where
         w: usize,
         lane: &mut Lane<T>,
         returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
         start: usize,
         at: u64,
         spread: Option<&[u64]>,
@@ -151,7 +153,15 @@ where
     /// Kept and accounted, then (sampled in release builds) checked: the packet must be
     /// the one sent at `pos`, and must not overtake an older packet of its flow.
     #[inline(always)]
-    fn done_at(&mut self, w: usize, lane: &mut Lane<T>, pos: u64, pkt: T, returned: &mut Vec<T>) {
+    fn done_at(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        pos: u64,
+        pkt: T,
+        returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
+    ) {
         returned.push(pkt);
         let checked = self.check_order && lane.sample_ooo();
         lane.complete_at(w, pos, checked);

@@ -65,6 +65,11 @@ impl<T> Backlog<T> {
         self.pkts.iter().zip(self.notes.iter().copied())
     }
 
+    /// The packets, oldest first, each with its note to change.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&T, &mut u64)> {
+        self.pkts.iter().zip(self.notes.iter_mut())
+    }
+
     /// Empties the backlog: its packets, in order, to the end of `to`; their notes are
     /// returned.
     pub(super) fn take_into(&mut self, to: &mut Vec<T>) -> VecDeque<u64> {

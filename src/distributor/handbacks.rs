@@ -57,8 +57,15 @@ impl<T, S: Scheduling<T>> LaneRead<'_, T, S> {
             None
         };
         lane.advance(got);
-        self.sched
-            .took_burst(self.w, lane, self.returned, start, at, spread.as_deref());
+        self.sched.took_burst(
+            self.w,
+            lane,
+            self.returned,
+            self.backlog,
+            start,
+            at,
+            spread.as_deref(),
+        );
         got
     }
 
@@ -86,7 +93,10 @@ impl<T, S: Scheduling<T>> LaneRead<'_, T, S> {
                 lane.complete_at(w, pos, false);
             }
             // Processed, handed back out of order.
-            Ret::Done { pos, pkt, .. } => self.sched.done_at(w, lane, pos, pkt, self.returned),
+            Ret::Done { pos, pkt, .. } => {
+                self.sched
+                    .done_at(w, lane, pos, pkt, self.returned, self.backlog);
+            }
             Ret::Unprocessed { pos, pkt, .. } => self.unprocessed(lane, pos, pkt),
             Ret::Lost { n, .. } => self.lost(lane, n),
             Ret::Leave { .. } => return true,

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 
 use core::fmt;
 
+use super::backlog::Backlog;
 use super::config::{Config, ConfigError};
 use super::handbacks::unmarked_from;
 use super::lanes::Lane;
@@ -233,6 +234,7 @@ impl<T> Scheduling<T> for Ordered<T> {
         _w: usize,
         lane: &mut Lane<T>,
         returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
         start: usize,
         at: u64,
         spread: Option<&[u64]>,
@@ -269,7 +271,15 @@ impl<T> Scheduling<T> for Ordered<T> {
     }
 
     #[inline(always)]
-    fn done_at(&mut self, w: usize, lane: &mut Lane<T>, pos: u64, pkt: T, returned: &mut Vec<T>) {
+    fn done_at(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        pos: u64,
+        pkt: T,
+        returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
+    ) {
         self.window.put(lane.stamp(pos), pkt, returned);
         lane.complete_at(w, pos, false);
     }

@@ -18,6 +18,7 @@ use std::hash::BuildHasherDefault;
 
 use core::fmt;
 
+use super::backlog::Backlog;
 use super::config::{Config, ConfigError};
 use super::distribute::PutBack;
 use super::flows::{FlowTable, TagHasher, FLOW_TABLE_SOFT_LIMIT};
@@ -34,8 +35,13 @@ use super::Distributor;
 /// ```
 pub const MAX_STAGES: usize = 64;
 
-/// Bits of a key below the stage.
-const STAGE_SHIFT: u32 = 58;
+/// Bits of a key below the stage (six stage bits above them; the top bit marks a backlog
+/// note still to be routed).
+const STAGE_SHIFT: u32 = 57;
+
+/// A backlog note with this bit set holds the stage its packet left (a reschedule, whose
+/// route is asked for when it is routed); without it, the key to route the packet by.
+const NEEDS_ROUTE: u64 = 1 << 63;
 
 /// How a pipeline stage schedules its packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,8 +63,8 @@ pub struct Pipeline<R> {
     flows: FlowTable,
     /// Keys refused in the current routing pass: later packets of those flows wait too.
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
-    /// Scratch for the backlog's routes.
-    routes: Vec<(usize, u64)>,
+    /// Scratch for the keys of a burst handed back.
+    keys: Vec<u64>,
     check_order: bool,
     /// New packets are admitted while fewer than this many are inside.
     limit: usize,
@@ -85,6 +91,14 @@ impl<R> fmt::Debug for Pipeline<R> {
 /// The tag bits of a key.
 const TAG_BITS: u64 = (1 << STAGE_SHIFT) - 1;
 
+impl<R> Pipeline<R> {
+    /// Whether the stage a stamp names is atomic.
+    #[inline(always)]
+    fn atomic(&self, stamp: u64) -> bool {
+        self.stages[stage_of(stamp)].kind == StageType::Atomic
+    }
+}
+
 /// The flow-table key and stamp of a packet at `stage` of flow `tag`.
 #[inline(always)]
 fn key(stage: usize, tag: u64) -> u64 {
@@ -94,7 +108,7 @@ fn key(stage: usize, tag: u64) -> u64 {
 /// The stage a stamp names.
 #[inline(always)]
 fn stage_of(stamp: u64) -> usize {
-    (stamp >> STAGE_SHIFT) as usize
+    ((stamp & !NEEDS_ROUTE) >> STAGE_SHIFT) as usize
 }
 
 /// Makes a **pipeline** distributor of `stages` (in order: a packet moves only to its
@@ -128,8 +142,12 @@ fn stage_of(stamp: u64) -> usize {
 /// # Panics
 ///
 /// The calls that route ([`distribute`](Distributor::distribute) and those that read
-/// hand-backs) panic if `route` panics, gives a stage past the last, or sends a forwarded
-/// packet back to an earlier stage (a bug in the worker's code).
+/// hand-backs) panic if `route` panics, gives a stage past the last, or sends a packet
+/// back to an earlier stage (a bug in the worker's code). A packet at the last stage can
+/// only complete: the order check (see [`set_order_check`](Distributor::set_order_check))
+/// compares its route with the stage and flow it was sent with. If `route` panics while
+/// hand-backs are read, the packets of that burst leave through `collect` as handed back:
+/// none is lost.
 ///
 /// ```
 /// use flowline::distributor::{self, Config, StageType};
@@ -180,7 +198,7 @@ where
             .collect(),
         flows: FlowTable::default(),
         blocked: HashSet::default(),
-        routes: Vec::new(),
+        keys: Vec::new(),
         check_order: true,
         limit: config.workers.saturating_mul(config.credit),
     };
@@ -297,18 +315,16 @@ where
         if self.backlog.is_empty() {
             return;
         }
-        // Every route first, before any packet moves: a panic (the user's `route`, or a
-        // stage it gives that is out of range or behind) leaves the backlog as it was.
-        let mut routes = std::mem::take(&mut self.sched.routes);
-        routes.clear();
+        // The reschedules' routes first, before any packet moves: a panic (the user's
+        // `route`, or a stage it gives that is out of range or behind) leaves the backlog
+        // as it was, with the notes already routed.
         let n = self.sched.stages.len();
-        for (p, from) in self.backlog.iter() {
-            let (stage, tag) = (self.sched.route)(p);
-            check_stage(stage, n);
-            if stage < from as usize {
-                moved_back(from as usize, stage);
+        for (p, note) in self.backlog.iter_mut() {
+            if *note & NEEDS_ROUTE != 0 {
+                let (stage, tag) = (self.sched.route)(p);
+                check_move(stage_of(*note), stage, n);
+                *note = key(stage, tag);
             }
-            routes.push((stage, tag));
         }
         let slack = self.slack();
         let Pipeline {
@@ -328,15 +344,15 @@ where
             stages,
             blocked,
         };
-        for &(stage, tag) in &routes {
-            let (p, from) = self.backlog.pop_front().expect("counted");
+        for _ in 0..self.backlog.len() {
+            let (p, k) = self.backlog.pop_front().expect("counted");
+            let stage = stage_of(k);
             let kind = pass.kind(stage);
-            if let Err(p) = pass.place(p, stage, kind, tag, true) {
-                self.backlog.push_back(p, from);
+            if let Err(p) = pass.place_key(p, stage, kind, k, true) {
+                self.backlog.push_back(p, k);
             }
         }
         self.pick = pass.router.pick;
-        self.sched.routes = routes;
     }
 }
 
@@ -369,7 +385,19 @@ impl<T> Pass<'_, T> {
         tag: u64,
         blocking: bool,
     ) -> Result<(), T> {
-        let k = key(stage, tag);
+        self.place_key(p, stage, kind, key(stage, tag), blocking)
+    }
+
+    /// [`place`](Self::place) by the flow's key `k`.
+    #[inline(always)]
+    fn place_key(
+        &mut self,
+        p: T,
+        stage: usize,
+        kind: StageType,
+        k: u64,
+        blocking: bool,
+    ) -> Result<(), T> {
         let placed = match kind {
             StageType::Atomic => {
                 if blocking && !self.blocked.is_empty() && self.blocked.contains(&k) {
@@ -422,11 +450,15 @@ where
     g.finished = true;
 }
 
-/// Panics unless `stage` is one of `n` stages.
+/// Panics unless a packet at stage `from` may go to `to`, one of `n` stages: its own
+/// stage or a later one.
 #[inline(always)]
-fn check_stage(stage: usize, n: usize) {
-    if stage >= n {
-        bad_stage(stage, n);
+fn check_move(from: usize, to: usize, n: usize) {
+    if to >= n {
+        bad_stage(to, n);
+    }
+    if to < from {
+        moved_back(from, to);
     }
 }
 
@@ -448,6 +480,73 @@ fn moved_back(from: usize, to: usize) -> ! {
     )
 }
 
+impl<R> Pipeline<R> {
+    /// Asks the route of each packet of `burst` (handed back by worker `w`, the `k`-th at
+    /// position `pos_of(k)`) that is not at the last stage, and notes its key in `keys`
+    /// (`NEEDS_ROUTE` for one that completes); returns how many go on. Moves nothing.
+    fn classify<T>(
+        &mut self,
+        w: usize,
+        lane: &Lane<T>,
+        burst: &[T],
+        pos_of: impl Fn(usize) -> u64,
+    ) -> usize
+    where
+        R: FnMut(&T) -> (usize, u64),
+    {
+        let last = self.stages.len() - 1;
+        self.keys.clear();
+        let mut forwards = 0;
+        for (k, p) in burst.iter().enumerate() {
+            let pos = pos_of(k);
+            let stamp = lane.stamp(pos);
+            let from = stage_of(stamp);
+            if from == last {
+                self.keys.push(NEEDS_ROUTE);
+                continue;
+            }
+            let (to, tag) = (self.route)(p);
+            check_move(from, to, self.stages.len());
+            let key = key(to, tag);
+            if to == from {
+                if self.check_order {
+                    lane.check(w, pos, key);
+                }
+                self.keys.push(NEEDS_ROUTE);
+            } else {
+                forwards += 1;
+                self.keys.push(key);
+            }
+        }
+        forwards
+    }
+
+    /// Moves the `forwards` packets of `returned[start..]` that `keys` names to the
+    /// backlog, in order; the completions keep theirs.
+    fn move_forwards<T>(
+        &self,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+        start: usize,
+        forwards: usize,
+    ) {
+        if forwards == self.keys.len() {
+            for (p, &k) in returned.drain(start..).zip(&self.keys) {
+                backlog.push_back(p, k);
+            }
+            return;
+        }
+        let burst: Vec<T> = returned.drain(start..).collect();
+        for (p, &k) in burst.into_iter().zip(&self.keys) {
+            if k == NEEDS_ROUTE {
+                returned.push(p);
+            } else {
+                backlog.push_back(p, k);
+            }
+        }
+    }
+}
+
 #[allow(private_interfaces)] // sealed: nameable only inside the crate
 impl<T, R> Scheduling<T> for Pipeline<R>
 where
@@ -465,53 +564,59 @@ where
     #[inline(always)]
     fn give_up(&mut self, _notes: std::collections::VecDeque<u64>, _returned: &mut Vec<T>) {}
 
+    /// Every hand-back's stage is read from its position.
     #[inline(always)]
     fn wants_positions(&self) -> bool {
-        self.check_order
+        true
     }
 
-    /// The order check, as for an atomic distributor: each packet's stage and flow against
-    /// the stamp of its position (every packet in debug builds and past positions handed
-    /// back out of order; one per burst otherwise).
+    /// Each packet before the last stage is asked its route: a later stage (a forward,
+    /// moved to the backlog with its key) or its own (completed, checked against the stamp
+    /// of its position). Every route is asked for before any packet moves: if `route`
+    /// panics, the burst stays where it is. Packets at the last stage can only complete:
+    /// checked as an atomic distributor checks (all in debug builds and past positions
+    /// handed back out of order, one per burst otherwise).
     fn took_burst(
         &mut self,
         w: usize,
         lane: &mut Lane<T>,
         returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
         start: usize,
         at: u64,
         spread: Option<&[u64]>,
     ) {
-        if !self.check_order {
-            return;
-        }
-        let route = &mut self.route;
-        let mut stamp = |p: &T| {
-            let (s, t) = route(p);
-            key(s, t)
-        };
-        let burst = &returned[start..];
-        if let Some(positions) = spread {
-            for (p, &pos) in burst.iter().zip(positions) {
-                lane.check(w, pos, stamp(p));
-            }
-        } else if cfg!(debug_assertions) {
-            for (k, p) in burst.iter().enumerate() {
-                lane.check(w, at + k as u64, stamp(p));
-            }
+        let n = returned.len() - start;
+        let pos_of = |k: usize| spread.map_or(at + k as u64, |s| s[k]);
+        let last = self.stages.len() - 1;
+        let forwards = if last > 0 {
+            self.classify(w, lane, &returned[start..], pos_of)
         } else {
+            0
+        };
+        if self.check_order && n > 0 {
+            let each = spread.is_some() || cfg!(debug_assertions);
             lane.probe = lane.probe.wrapping_add(PROBE_STEP);
-            let k = probe_offset(lane.probe, burst.len());
-            lane.check(w, at + k as u64, stamp(&burst[k]));
+            let probe = probe_offset(lane.probe, n);
+            for k in (0..n).filter(|&k| each || k == probe) {
+                let pos = pos_of(k);
+                if stage_of(lane.stamp(pos)) == last {
+                    let (to, tag) = (self.route)(&returned[start + k]);
+                    lane.check(w, pos, key(to, tag));
+                }
+            }
+        }
+        if forwards > 0 {
+            self.move_forwards(returned, backlog, start, forwards);
         }
     }
 
     #[inline(always)]
     fn dropped(&mut self, _lane: &Lane<T>, _pos: u64, _returned: &mut Vec<T>) {}
 
-    /// A forward: checked against the older packets of its flow at an atomic stage (a
-    /// forward that overtook one would break the flow's order at the next stage); its
-    /// note is the stage it leaves.
+    /// A reschedule (its stage again, or a later one): checked against the older packets
+    /// of its flow at an atomic stage (one that overtook them would break the flow's
+    /// order); its note is the stage it leaves, its route asked for when it is routed.
     fn rescheduled(
         &mut self,
         w: usize,
@@ -521,33 +626,51 @@ where
         _returned: &mut Vec<T>,
     ) -> u64 {
         let stamp = lane.stamp(pos);
-        let stage = stage_of(stamp);
-        if self.check_order
-            && !lane.frozen
-            && pos > lane.completed
-            && self.stages[stage].kind == StageType::Atomic
-        {
+        if self.check_order && !lane.frozen && pos > lane.completed && self.atomic(stamp) {
             lane.check_overtake(w, pos);
         }
-        stage as u64
+        NEEDS_ROUTE | (stamp & !TAG_BITS)
     }
 
-    /// Kept and accounted, then (sampled in release builds, atomic stages only) checked
-    /// against the older packets of its flow.
-    fn done_at(&mut self, w: usize, lane: &mut Lane<T>, pos: u64, pkt: T, returned: &mut Vec<T>) {
+    /// Kept and accounted first; then its route says whether it goes on (to the backlog,
+    /// checked at an atomic stage against the older packets of its flow, which it must not
+    /// overtake) or is completed (sampled in release builds, as for an atomic
+    /// distributor).
+    fn done_at(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        pos: u64,
+        pkt: T,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+    ) {
         returned.push(pkt);
-        let atomic = self.stages[stage_of(lane.stamp(pos))].kind == StageType::Atomic;
-        let checked = self.check_order && atomic && lane.sample_ooo();
-        lane.complete_at(w, pos, checked);
-        if checked {
-            let (s, t) = (self.route)(returned.last().expect("just pushed"));
-            lane.check(w, pos, key(s, t));
+        let stamp = lane.stamp(pos);
+        let overtaking = !lane.frozen && pos > lane.completed;
+        lane.complete_at(w, pos, false);
+        let (to, tag) = (self.route)(returned.last().expect("just pushed"));
+        let from = stage_of(stamp);
+        check_move(from, to, self.stages.len());
+        let atomic = self.atomic(stamp);
+        if to > from {
+            if self.check_order && atomic && overtaking {
+                lane.check_overtake(w, pos);
+            }
+            let p = returned.pop().expect("just pushed");
+            backlog.push_back(p, key(to, tag));
+        } else if self.check_order && atomic && lane.sample_ooo() {
+            if overtaking {
+                lane.check_overtake(w, pos);
+            }
+            lane.check(w, pos, key(to, tag));
         }
     }
 
-    /// Noted with its stage (it goes back to the same one), then checked.
+    /// Noted with the key it was sent by (it goes back to the same stage and flow), then
+    /// checked.
     fn unprocessed(&mut self, w: usize, lane: &mut Lane<T>, pos: u64) {
-        lane.leaving_notes.push(stage_of(lane.stamp(pos)) as u64);
+        lane.leaving_notes.push(lane.stamp(pos));
         if self.check_order {
             let (s, t) = (self.route)(lane.leaving.last().expect("just pushed"));
             lane.check(w, pos, key(s, t));
@@ -555,7 +678,7 @@ where
     }
 
     fn never_received(lane: &Lane<T>, pos: u64) -> u64 {
-        stage_of(lane.stamp(pos)) as u64
+        lane.stamp(pos)
     }
 
     #[inline(always)]

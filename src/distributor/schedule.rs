@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 
+use super::backlog::Backlog;
 use super::lanes::Lane;
 use super::Distributor;
 
@@ -35,7 +36,7 @@ pub trait Schedule<T>: sealed::Scheduling<T> {}
 impl<T, S: sealed::Scheduling<T>> Schedule<T> for S {}
 
 pub(super) mod sealed {
-    use super::{Distributor, Lane, VecDeque};
+    use super::{Backlog, Distributor, Lane, VecDeque};
 
     /// The points where the schedules differ (see the module docs).
     #[allow(private_interfaces)] // sealed: nameable only inside the crate
@@ -58,12 +59,15 @@ pub(super) mod sealed {
 
         /// Worker `w` handed back `returned[start..]` processed, at the positions from
         /// `at` on (or at `spread`, past positions handed back out of order); the lane's
-        /// accounting is done.
+        /// accounting is done. A packet that goes on (a pipeline's forward) moves to
+        /// `backlog`.
+        #[allow(clippy::too_many_arguments)]
         fn took_burst(
             &mut self,
             w: usize,
             lane: &mut Lane<T>,
             returned: &mut Vec<T>,
+            backlog: &mut Backlog<T>,
             start: usize,
             at: u64,
             spread: Option<&[u64]>,
@@ -84,8 +88,8 @@ pub(super) mod sealed {
             returned: &mut Vec<T>,
         ) -> u64;
 
-        /// Worker `w` handed `pkt` back processed out of order, at position `pos`: taken,
-        /// with the lane's accounting.
+        /// Worker `w` handed `pkt` back processed out of order, at position `pos`: taken
+        /// (into `returned`, or `backlog` if it goes on), with the lane's accounting.
         fn done_at(
             &mut self,
             w: usize,
@@ -93,6 +97,7 @@ pub(super) mod sealed {
             pos: u64,
             pkt: T,
             returned: &mut Vec<T>,
+            backlog: &mut Backlog<T>,
         );
 
         /// Worker `w`, leaving, handed back the packet at position `pos` unprocessed (the

@@ -553,15 +553,16 @@ impl<T> Worker<T> {
         Ok(())
     }
 
-    /// Moves a packet on to a later stage of a [pipeline](super::new_pipeline) (completes
-    /// the oldest packet held): the worker has set the stage (and, if it likes, the flow)
-    /// that the pipeline's `route` reads, and the distributor routes the packet there, in
-    /// the order the worker forwards its flow's packets. The same hand-back as
-    /// [`reschedule`](Self::reschedule), named for pipelines: like every in-order call it
-    /// hands back the oldest packet held, so a worker that completes some packets of a
-    /// burst and forwards others hands them back in the order it received them (gathered
-    /// completions go back with [`done_burst`](Self::done_burst) before a forward), or
-    /// uses [`forward_at`](Self::forward_at) and [`done_at`](Self::done_at) by ticket.
+    /// Hands back a packet of a [pipeline](super::new_pipeline) that goes on: the worker
+    /// has set the stage (and, if it likes, the flow) that the pipeline's `route` reads,
+    /// and the distributor routes it there, in the order the worker hands its packets
+    /// back. The same hand-back as [`done`](Self::done) (the pipeline tells a forward
+    /// from a completion by the stage `route` gives: a later one, or the packet's own), so
+    /// forwards and completions share the done ring and its bursts:
+    /// [`done_burst`](Self::done_burst) hands back both kinds at once. Like every in-order
+    /// call it hands back the oldest packet held: a worker hands a burst's packets back in
+    /// the order it received them, or uses [`forward_at`](Self::forward_at) and
+    /// [`done_at`](Self::done_at) by ticket.
     ///
     /// # Errors
     ///
@@ -582,8 +583,9 @@ impl<T> Worker<T> {
     /// ws[0].recv_burst(&mut b, 8).unwrap();
     /// assert_eq!(b, [(0, 5), (1, 5)]);
     /// ```
+    #[doc(alias = "enqueue_forward")]
     pub fn forward(&mut self, pkt: T) -> Result<(), NotHeld<T>> {
-        self.reschedule(pkt)
+        self.done(pkt)
     }
 
     /// Leaves the distributor: hands back `unprocessed` (packets received and not processed,

@@ -66,19 +66,16 @@ fn pipeline(n: u64, stages: &[StageType]) -> Vec<f64> {
         },
         move || {
             let w = &mut ws[0];
-            let (mut b, mut done) = (Vec::with_capacity(32), Vec::with_capacity(32));
+            let mut b = Vec::with_capacity(32);
             while w.recv_burst(&mut b, 32).is_ok() {
-                // In the order received: the completions gathered so far go back before
-                // a forward.
-                for p in b.drain(..) {
-                    if p >> STAGE_SHIFT < last {
-                        w.done_burst(&mut done).unwrap();
-                        w.forward(p + (1 << STAGE_SHIFT)).unwrap();
-                    } else {
-                        done.push(p);
+                // A packet before the last stage goes on (its stage advanced in place: a
+                // forward is a hand-back like a completion); the burst goes back at once.
+                for p in b.iter_mut() {
+                    if *p >> STAGE_SHIFT < last {
+                        *p += 1 << STAGE_SHIFT;
                     }
                 }
-                w.done_burst(&mut done).unwrap();
+                w.done_burst(&mut b).unwrap();
             }
         },
     );

@@ -184,9 +184,10 @@ impl<T> Worker<T> {
         }
     }
 
-    /// [`forward`](Worker::forward) of the packet of ticket `t`, in any order: at an
-    /// atomic stage, not ahead of an older packet of its own flow (the order check panics
-    /// at the distributor for a worker that does).
+    /// [`forward`](Worker::forward) of the packet of ticket `t`, in any order (the same
+    /// hand-back as [`done_at`](Worker::done_at)): at an atomic stage, not ahead of an
+    /// older packet of its own flow (the distributor panics for a worker that does: the
+    /// flow's order at the next stage would break).
     ///
     /// # Errors
     ///
@@ -211,7 +212,7 @@ impl<T> Worker<T> {
     /// assert_eq!(b, [(1, 2), (1, 1)]);
     /// ```
     pub fn forward_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
-        self.reschedule_at(t, pkt)
+        self.done_at(t, pkt)
     }
 
     /// Which packet ticket `t` names: none held, the oldest held, or a later one.
