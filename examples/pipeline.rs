@@ -4,6 +4,7 @@
 //! cargo run --release --example pipeline -- [--seconds 10] [--flows 1024] [--zipf 1.0]
 //!     [--workers N] [--resched 0.01] [--drop 0.001] [--work 40] [--burst 32] [--credit 256]
 //!     [--nodes N] [--migrate-every MS] [--balance CALLS] [--ordered | --two-stage]
+//!     [--stages a,p,a]
 //! ```
 //!
 //! A generator makes packets of many flows (Zipf-skewed), the distributor (this thread,
@@ -34,6 +35,14 @@
 //! and exactly once). `--two-stage` chains it into an atomic distributor with workers of
 //! its own that keep per-flow state (the layout for stateless work such as checksums,
 //! then per-flow work); they check that no flow goes backwards.
+//!
+//! With `--stages LIST` (stage types, `atomic`/`a` or `parallel`/`p`), one pipeline
+//! distributor (`distributor::new_pipeline`) runs every stage: each worker takes packets of
+//! any stage, does the stage's work, and forwards them to the next stage or completes them
+//! at the last. The checks: the atomic stages before the first parallel one keep every
+//! flow's order (the workers check), with no parallel stage every flow leaves in order,
+//! every returned packet passed every stage, and every packet comes back exactly once. A
+//! line per second shows the packets entering each stage.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -46,6 +55,8 @@ use flowline::wait::WaitError;
 
 #[path = "pipeline/ordered.rs"]
 mod ordered;
+#[path = "pipeline/stages.rs"]
+mod stages;
 
 #[derive(Clone, Copy, Debug)]
 struct Packet {
@@ -55,6 +66,8 @@ struct Packet {
     seq: u32,
     /// Unique id, for the exactly-once check.
     id: u64,
+    /// Its stage (`--stages`; 0 otherwise).
+    stage: u8,
 }
 
 #[derive(Clone)]
@@ -73,6 +86,8 @@ struct Opts {
     balance: u32,
     /// `--ordered` (1) or `--two-stage` (2); 0 for the atomic distributor.
     ordered: u8,
+    /// `--stages`: a pipeline of these stages.
+    stages: Option<Vec<flowline::distributor::StageType>>,
 }
 
 const HELP: &str = "\
@@ -97,6 +112,8 @@ options:
                 keep per-flow state; --workers each
   --balance CALLS  with --nodes: balance load between nodes, sampling every CALLS
                 calls (default 0: off)
+  --stages LIST one pipeline of these stages (atomic or a, parallel or p; e.g. a,p,a):
+                every worker serves every stage, forwarding packets to the next
   -h, --help    this text";
 
 fn parse() -> Result<Opts, String> {
@@ -114,6 +131,7 @@ fn parse() -> Result<Opts, String> {
         migrate_ms: 0,
         balance: 0,
         ordered: 0,
+        stages: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -142,6 +160,7 @@ fn parse() -> Result<Opts, String> {
             "--nodes" => o.nodes = v.parse().map_err(|e| bad(&e))?,
             "--migrate-every" => o.migrate_ms = v.parse().map_err(|e| bad(&e))?,
             "--balance" => o.balance = v.parse().map_err(|e| bad(&e))?,
+            "--stages" => o.stages = Some(stages::parse_stages(&v)?),
             _ => return Err(format!("unknown option {a}; see --help")),
         }
     }
@@ -194,6 +213,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(list) = &o.stages {
+        if o.nodes >= 2 || o.ordered > 0 {
+            eprintln!("--stages runs one pipeline distributor: not with --nodes, --ordered or --two-stage");
+            return ExitCode::from(2);
+        }
+        return stages::run(&o, list);
+    }
     if o.ordered > 0 {
         if o.nodes >= 2 {
             eprintln!("--ordered and --two-stage run one node; the multi-node layout is atomic");
@@ -261,6 +287,7 @@ fn main() -> ExitCode {
                     flow: f as u32,
                     seq: next_seq[f],
                     id: sent,
+                    stage: 0,
                 };
                 next_seq[f] += 1;
                 checksum_in = checksum_in.wrapping_add(p.id);
@@ -559,6 +586,7 @@ fn run_nodes(o: &Opts) -> ExitCode {
                                 flow: f as u32,
                                 seq: next_seq[f],
                                 id: rep.sent * n as u64 + id as u64,
+                                stage: 0,
                             };
                             next_seq[f] += 1;
                             rep.sum_in = rep.sum_in.wrapping_add(p.id);

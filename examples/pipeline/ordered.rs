@@ -149,6 +149,7 @@ pub(crate) fn run(o: &Opts, two_stage: bool) -> ExitCode {
                     flow: f as u32,
                     seq: next_seq[f],
                     id: sent,
+                    stage: 0,
                 };
                 next_seq[f] += 1;
                 sum_in = sum_in.wrapping_add(p.id);
