@@ -36,11 +36,12 @@
 //! its own that keep per-flow state (the layout for stateless work such as checksums,
 //! then per-flow work); they check that no flow goes backwards.
 //!
-//! With `--stages LIST` (stage types, `atomic`/`a` or `parallel`/`p`), one pipeline
+//! With `--stages LIST` (stage types, `atomic`/`a`, `ordered`/`o` or `parallel`/`p`), one pipeline
 //! distributor (`distributor::new_pipeline`) runs every stage: each worker takes packets of
 //! any stage, does the stage's work, and forwards them to the next stage or completes them
-//! at the last. The checks: the atomic stages before the first parallel one keep every
-//! flow's order (the workers check), with no parallel stage every flow leaves in order,
+//! at the last. The checks: the atomic stages before the first parallel one see every
+//! flow in order (the workers check; ordered stages restore the order they break), with no
+//! parallel stage every flow leaves in order,
 //! every returned packet passed every stage, and every packet comes back exactly once. A
 //! line per second shows the packets entering each stage.
 
@@ -112,7 +113,8 @@ options:
                 keep per-flow state; --workers each
   --balance CALLS  with --nodes: balance load between nodes, sampling every CALLS
                 calls (default 0: off)
-  --stages LIST one pipeline of these stages (atomic or a, parallel or p; e.g. a,p,a):
+  --stages LIST one pipeline of these stages (atomic or a, ordered or o, parallel or p;
+                e.g. o,a,p):
                 every worker serves every stage, forwarding packets to the next
   -h, --help    this text";
 

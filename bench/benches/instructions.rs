@@ -424,7 +424,7 @@ fn dist_2workers_ordered(
 const STAGE_BIT: u64 = 1 << 63;
 
 type PipeRoute = fn(&u64) -> (usize, u64);
-type PipeDist = distributor::Distributor<u64, distributor::Pipeline<PipeRoute>>;
+type PipeDist = distributor::Distributor<u64, distributor::Pipeline<u64, PipeRoute>>;
 
 /// A pipeline of `stages` (atomic first) with one worker of credit 256, and the packets
 /// of `dist_seq_setup` (flows `i % 1024`, at stage 0).

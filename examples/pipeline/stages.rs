@@ -14,21 +14,23 @@ use flowline::wait::WaitError;
 use super::{zipf_cdf, Opts, Packet, Rng};
 
 /// Parses `--stages`: stage types by letter or word, comma-separated or not
-/// (`apa`, `a,p,a`, `atomic,parallel`).
+/// (`oap`, `o,a,p`, `ordered,atomic,parallel`).
 pub(crate) fn parse_stages(s: &str) -> Result<Vec<StageType>, String> {
     let mut v = Vec::new();
     for part in s.split(',').filter(|p| !p.is_empty()) {
         match part {
             "atomic" => v.push(StageType::Atomic),
+            "ordered" => v.push(StageType::Ordered),
             "parallel" => v.push(StageType::Parallel),
             letters => {
                 for c in letters.chars() {
                     v.push(match c {
                         'a' => StageType::Atomic,
+                        'o' => StageType::Ordered,
                         'p' => StageType::Parallel,
                         _ => {
                             return Err(format!(
-                            "--stages: unknown stage type {part:?}; use atomic (a) or parallel (p)"
+                            "--stages: unknown stage type {part:?}; use atomic (a), ordered (o) or parallel (p)"
                         ))
                         }
                     });
@@ -44,10 +46,13 @@ pub(crate) fn parse_stages(s: &str) -> Result<Vec<StageType>, String> {
 
 /// What the workers check: per (stage, flow) of the atomic stages before the first
 /// parallel one, the next position the flow may show (a flow keeps its input order
-/// through them); the violations.
+/// through them: atomic stages keep it, ordered ones restore it); the violations.
 struct Checks {
     flows: u32,
+    /// The stages before the first parallel one.
     ordered_stages: usize,
+    /// Which stages are atomic (an ordered stage's workers see a flow in any order).
+    atomic: Vec<bool>,
     next: Vec<AtomicU32>,
     violations: AtomicU64,
 }
@@ -55,7 +60,7 @@ struct Checks {
 impl Checks {
     fn saw(&self, p: &Packet) {
         let stage = usize::from(p.stage);
-        if stage < self.ordered_stages {
+        if stage < self.ordered_stages && self.atomic[stage] {
             let e = &self.next[stage * self.flows as usize + p.flow as usize];
             // Relaxed: the distributor's hand-off orders two workers' turns on one flow.
             if e.swap(p.seq + 1, Ordering::Relaxed) > p.seq {
@@ -113,12 +118,10 @@ pub(crate) fn run(o: &Opts, stages: &[StageType]) -> ExitCode {
     }
     let names: Vec<&str> = stages
         .iter()
-        .map(|s| {
-            if *s == StageType::Atomic {
-                "atomic"
-            } else {
-                "parallel"
-            }
+        .map(|s| match s {
+            StageType::Atomic => "atomic",
+            StageType::Ordered => "ordered",
+            _ => "parallel",
         })
         .collect();
     println!(
@@ -139,6 +142,7 @@ pub(crate) fn run(o: &Opts, stages: &[StageType]) -> ExitCode {
     let checks = Arc::new(Checks {
         flows: o.flows,
         ordered_stages,
+        atomic: stages.iter().map(|s| *s == StageType::Atomic).collect(),
         next: (0..ordered_stages * o.flows as usize)
             .map(|_| AtomicU32::new(0))
             .collect(),
@@ -216,7 +220,7 @@ impl Tally {
 /// of the packets routed; then flushes.
 fn drive<R>(
     o: &Opts,
-    dist: &mut distributor::Distributor<Packet, distributor::Pipeline<R>>,
+    dist: &mut distributor::Distributor<Packet, distributor::Pipeline<Packet, R>>,
     last: u8,
     in_order: bool,
 ) -> (Tally, bool)

@@ -92,7 +92,13 @@ where
     }
 
     #[inline(always)]
-    fn give_up(&mut self, _notes: std::collections::VecDeque<u64>, _returned: &mut Vec<T>) {}
+    fn give_up(
+        &mut self,
+        _notes: std::collections::VecDeque<u64>,
+        _returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
+    ) {
+    }
 
     #[inline(always)]
     fn wants_positions(&self) -> bool {
@@ -135,7 +141,14 @@ where
     }
 
     #[inline(always)]
-    fn dropped(&mut self, _lane: &Lane<T>, _pos: u64, _returned: &mut Vec<T>) {}
+    fn dropped(
+        &mut self,
+        _lane: &Lane<T>,
+        _pos: u64,
+        _returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
+    ) {
+    }
 
     #[inline(always)]
     fn rescheduled(
@@ -145,6 +158,7 @@ where
         _pos: u64,
         epoch: u64,
         _returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
     ) -> u64 {
         // Routed after what arrived before this poll, before what arrives after it.
         epoch
@@ -188,7 +202,14 @@ where
     }
 
     #[inline(always)]
-    fn lost(&mut self, _lane: &Lane<T>, _n: u64, _returned: &mut Vec<T>) {}
+    fn lost(
+        &mut self,
+        _lane: &Lane<T>,
+        _n: u64,
+        _returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
+    ) {
+    }
 
     fn window(&self) -> Option<u64> {
         None

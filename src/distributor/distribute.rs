@@ -231,7 +231,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     pub(super) fn give_back(&mut self, pkts: &mut Vec<T>) {
         let mut all = Vec::with_capacity(self.backlog.len() + pkts.len());
         let notes = self.backlog.take_into(&mut all);
-        self.sched.give_up(notes, &mut self.returned);
+        self.sched
+            .give_up(notes, &mut self.returned, &mut self.backlog);
         all.append(pkts);
         *pkts = all;
     }

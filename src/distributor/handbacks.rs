@@ -77,15 +77,15 @@ impl<T, S: Scheduling<T>> LaneRead<'_, T, S> {
         match entry {
             Ret::Dropped { pos, .. } => {
                 self.stats.add(DROPPED, 1);
-                self.sched.dropped(lane, pos, self.returned);
+                self.sched.dropped(lane, pos, self.returned, self.backlog);
                 // Leaves its flow: not checked against the flow's older packets.
                 lane.complete_at(w, pos, false);
             }
             Ret::Resched { pos, pkt, .. } => {
                 self.stats.add(RESCHEDULED, 1);
-                let note = self
-                    .sched
-                    .rescheduled(w, lane, pos, self.epoch, self.returned);
+                let note =
+                    self.sched
+                        .rescheduled(w, lane, pos, self.epoch, self.returned, self.backlog);
                 self.backlog.push_back(pkt, note);
                 // Leaves its flow (it comes back as a new packet of its new tag's flow), so
                 // it may pass the flow's older packets, which keep the flow on this worker
@@ -123,7 +123,7 @@ impl<T, S: Scheduling<T>> LaneRead<'_, T, S> {
     /// lane, and until then its flows stay in flight.
     #[inline(always)]
     fn lost(&mut self, lane: &mut Lane<T>, n: u64) {
-        self.sched.lost(lane, n, self.returned);
+        self.sched.lost(lane, n, self.returned, self.backlog);
         lane.frozen = true;
         lane.cursor += n;
         lane.passed_on += n;

@@ -117,11 +117,17 @@ impl<T> Router<'_, T> {
         best.filter(|_| best_load < credit)
     }
 
+    /// The least loaded worker (or one within the slack of it), if any has credit.
+    #[inline(always)]
+    pub(super) fn any_lane(&mut self) -> Option<usize> {
+        Self::least_loaded(self.lanes, self.credit, self.slack, &mut self.pick)
+    }
+
     /// Sends `pkt` (stamped `t`) to the least loaded worker (or one within the slack of
     /// it), with no flow affinity; gives it back if no worker has credit.
     #[inline(always)]
     pub(super) fn route_any(&mut self, pkt: T, t: u64) -> Result<(), T> {
-        match Self::least_loaded(self.lanes, self.credit, self.slack, &mut self.pick) {
+        match self.any_lane() {
             Some(w) => {
                 self.lanes[w].send(pkt, t);
                 Ok(())

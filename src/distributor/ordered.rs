@@ -214,7 +214,7 @@ impl<T> Scheduling<T> for Ordered<T> {
     /// Packets that leave unprocessed (given back with `NoWorkers`) give their slots up.
     #[cold]
     #[inline(never)]
-    fn give_up(&mut self, notes: VecDeque<u64>, returned: &mut Vec<T>) {
+    fn give_up(&mut self, notes: VecDeque<u64>, returned: &mut Vec<T>, _backlog: &mut Backlog<T>) {
         for s in notes {
             if s != NO_SEQ {
                 self.window.skip(s, returned);
@@ -252,7 +252,13 @@ impl<T> Scheduling<T> for Ordered<T> {
 
     /// Its place in the order is given up.
     #[inline(always)]
-    fn dropped(&mut self, lane: &Lane<T>, pos: u64, returned: &mut Vec<T>) {
+    fn dropped(
+        &mut self,
+        lane: &Lane<T>,
+        pos: u64,
+        returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
+    ) {
         self.window.skip(lane.stamp(pos), returned);
     }
 
@@ -265,6 +271,7 @@ impl<T> Scheduling<T> for Ordered<T> {
         pos: u64,
         _epoch: u64,
         returned: &mut Vec<T>,
+        _backlog: &mut Backlog<T>,
     ) -> u64 {
         self.window.skip(lane.stamp(pos), returned);
         NO_SEQ
@@ -297,7 +304,7 @@ impl<T> Scheduling<T> for Ordered<T> {
     }
 
     /// The packets held (the `n` oldest positions not handed back) give their places up.
-    fn lost(&mut self, lane: &Lane<T>, n: u64, returned: &mut Vec<T>) {
+    fn lost(&mut self, lane: &Lane<T>, n: u64, returned: &mut Vec<T>, _backlog: &mut Backlog<T>) {
         for pos in unmarked_from(lane, n) {
             self.window.skip(lane.stamp(pos), returned);
         }

@@ -51,7 +51,12 @@ pub(super) mod sealed {
 
         /// Backlog packets with these notes leave the distributor unprocessed (given back
         /// with `NoWorkers`).
-        fn give_up(&mut self, notes: VecDeque<u64>, returned: &mut Vec<T>);
+        fn give_up(
+            &mut self,
+            notes: VecDeque<u64>,
+            returned: &mut Vec<T>,
+            backlog: &mut Backlog<T>,
+        );
 
         /// Whether a burst read past positions handed back out of order needs those
         /// positions ([`took_burst`](Self::took_burst)'s `spread`).
@@ -74,7 +79,13 @@ pub(super) mod sealed {
         );
 
         /// The packet at position `pos` was dropped (before the lane's accounting).
-        fn dropped(&mut self, lane: &Lane<T>, pos: u64, returned: &mut Vec<T>);
+        fn dropped(
+            &mut self,
+            lane: &Lane<T>,
+            pos: u64,
+            returned: &mut Vec<T>,
+            backlog: &mut Backlog<T>,
+        );
 
         /// The packet at position `pos` of worker `w` was rescheduled (or forwarded) by the
         /// read of poll `epoch`: the note its backlog entry keeps (before the lane's
@@ -86,6 +97,7 @@ pub(super) mod sealed {
             pos: u64,
             epoch: u64,
             returned: &mut Vec<T>,
+            backlog: &mut Backlog<T>,
         ) -> u64;
 
         /// Worker `w` handed `pkt` back processed out of order, at position `pos`: taken
@@ -109,7 +121,7 @@ pub(super) mod sealed {
 
         /// A dropped worker's `n` packets held (the oldest positions not handed back) are
         /// lost (before the lane's accounting).
-        fn lost(&mut self, lane: &Lane<T>, n: u64, returned: &mut Vec<T>);
+        fn lost(&mut self, lane: &Lane<T>, n: u64, returned: &mut Vec<T>, backlog: &mut Backlog<T>);
 
         /// The reorder window's size, for `Debug` (`None`: not ordered).
         fn window(&self) -> Option<u64>;

@@ -98,15 +98,64 @@ fn a_forward_that_overtakes_its_flow_is_caught_at_atomic_stages() {
     }
 }
 
+/// One flow spread over two workers at an ordered stage: the worker with the newer packets
+/// forwards first, and nothing reaches the next (atomic) stage until the older ones go
+/// on; then the whole flow arrives there in the order it came in.
+#[test]
+fn an_ordered_stage_lets_packets_go_on_in_the_order_they_came() {
+    let c = Config::default().workers(2).credit(8);
+    let stages = [StageType::Ordered, StageType::Atomic];
+    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    let mut input: Vec<Pkt> = (0..16).map(|i| (0, 7, i)).collect();
+    assert_eq!(d.distribute(&mut input), Ok(16));
+    let mut got: Vec<Vec<Pkt>> = vec![Vec::new(), Vec::new()];
+    for (w, g) in ws.iter_mut().zip(&mut got) {
+        w.recv_burst(g, 16).unwrap();
+    }
+    assert_eq!(
+        (got[0].len(), got[1].len()),
+        (8, 8),
+        "spread over both workers"
+    );
+    let older = usize::from(got[1][0].2 == 0);
+    let on = |w: &mut Worker<Pkt>, pkts: &mut Vec<Pkt>| {
+        for p in pkts.iter_mut() {
+            p.0 = 1;
+        }
+        w.done_burst(pkts).unwrap();
+    };
+    on(&mut ws[1 - older], &mut got[1 - older]);
+    d.distribute(&mut Vec::new()).unwrap();
+    let mut b = Vec::new();
+    for w in ws.iter_mut() {
+        assert_eq!(
+            w.recv_burst(&mut b, 16),
+            Ok(0),
+            "the newer packets went on first"
+        );
+    }
+    on(&mut ws[older], &mut got[older]);
+    // Stage 1 is atomic: the flow is on one worker at a time, within its credit.
+    let mut seen = Vec::new();
+    while seen.len() < 16 {
+        d.distribute(&mut Vec::new()).unwrap();
+        for w in ws.iter_mut() {
+            w.recv_burst(&mut b, 16).unwrap();
+            seen.extend_from_slice(&b);
+            w.done_burst(&mut b).unwrap();
+        }
+    }
+    assert_eq!(seen, (0..16).map(|i| (1, 7, i)).collect::<Vec<_>>());
+    assert_eq!(d.stage_entries(), [16, 16]);
+}
+
 /// Who holds each (stage, flow) of the atomic stages, and the next sequence number each
 /// may process there.
-#[derive(Default)]
 struct Seen {
+    stages: Vec<StageType>,
     held: HashMap<(usize, u64), (usize, usize)>,
     next: HashMap<(usize, u64), u64>,
 }
-
-const STAGES: [StageType; 3] = [StageType::Atomic, StageType::Atomic, StageType::Parallel];
 
 type Rejoin = std::sync::mpsc::Receiver<Worker<Pkt>>;
 
@@ -126,7 +175,8 @@ fn work(
     while w.recv_burst_wait(&mut b, 16, LONG).is_ok() {
         {
             let mut s = seen.lock().unwrap();
-            for p in b.iter().filter(|p| STAGES[p.0] == StageType::Atomic) {
+            let atomic = s.stages.clone();
+            for p in b.iter().filter(|p| atomic[p.0] == StageType::Atomic) {
                 let h = s.held.entry((p.0, p.1)).or_insert((id, 0));
                 assert!(
                     h.0 == id || h.1 == 0,
@@ -158,7 +208,8 @@ fn work(
 /// order check follows).
 fn release(seen: &Mutex<Seen>, pkts: &[Pkt], processed: bool) {
     let mut s = seen.lock().unwrap();
-    for p in pkts.iter().filter(|p| STAGES[p.0] == StageType::Atomic) {
+    let atomic = s.stages.clone();
+    for p in pkts.iter().filter(|p| atomic[p.0] == StageType::Atomic) {
         s.held.get_mut(&(p.0, p.1)).unwrap().1 -= 1;
         if processed {
             let next = s.next.entry((p.0, p.1)).or_insert(0);
@@ -189,11 +240,27 @@ fn hand_on(w: &mut Worker<Pkt>, b: &mut Vec<Pkt>, seen: &Mutex<Seen>) {
 /// sees each flow in the order the first processed it) and a parallel one; worker 0
 /// leaves mid-burst and re-joins. Every packet comes out once.
 #[test]
-fn threaded_workers_forward_through_three_stages() {
+fn threaded_workers_forward_through_atomic_atomic_parallel() {
+    forward_through(&[StageType::Atomic, StageType::Atomic, StageType::Parallel]);
+}
+
+/// As above through an ordered stage (flows spread over every worker), then an atomic one,
+/// which sees each flow in input order (the ordered stage restores it as packets leave),
+/// then a parallel one.
+#[test]
+fn threaded_workers_forward_through_ordered_atomic_parallel() {
+    forward_through(&[StageType::Ordered, StageType::Atomic, StageType::Parallel]);
+}
+
+fn forward_through(stages: &[StageType]) {
     const N: u64 = 20_000;
     let c = Config::default().workers(3).credit(32);
-    let (mut d, ws) = distributor::new_pipeline(c, &STAGES, route).unwrap();
-    let seen = Arc::new(Mutex::new(Seen::default()));
+    let (mut d, ws) = distributor::new_pipeline(c, stages, route).unwrap();
+    let seen = Arc::new(Mutex::new(Seen {
+        stages: stages.to_vec(),
+        held: HashMap::new(),
+        next: HashMap::new(),
+    }));
     let (rejoin_tx, rejoin_rx) = std::sync::mpsc::channel();
     let (leave_tx, leave_rx) = std::sync::mpsc::channel();
     let mut rejoin_rx = Some(rejoin_rx);

@@ -25,7 +25,11 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn stage() -> impl Strategy<Value = StageType> {
-    prop_oneof![Just(StageType::Atomic), Just(StageType::Parallel)]
+    prop_oneof![
+        Just(StageType::Atomic),
+        Just(StageType::Ordered),
+        Just(StageType::Parallel)
+    ]
 }
 
 proptest! {

@@ -4,7 +4,9 @@
 //!   other worker holds one of that flow at that stage;
 //! * order: at an atomic stage, packets of a flow that came from one source (new input of
 //!   that flow, or forwards out of one flow of an atomic stage) are received in the order
-//!   they were accepted or forwarded;
+//!   they were accepted or forwarded, and those forwarded out of an ordered first stage
+//!   in the order that stage accepted them; packets completed at an ordered first stage
+//!   come out of `collect` in that order;
 //! * admission: a call that admits new packets leaves at most the admission limit inside;
 //! * exactly once: at the end every packet came back once, returned or dropped.
 
@@ -54,6 +56,10 @@ type Key = (usize, u64);
 /// The source of new input of a flow.
 const INPUT: usize = usize::MAX;
 
+/// The source of forwards out of an ordered first stage (released in the order it
+/// accepted them: by id).
+const ORDERED_FIRST: Key = (usize::MAX - 1, 0);
+
 struct Model {
     stages: Vec<StageType>,
     /// Per (destination, source): ids in the order they must be received.
@@ -65,6 +71,11 @@ struct Model {
     done_ids: HashSet<u64>,
     returned: HashSet<u64>,
     dropped: u64,
+    /// Per (destination, source `ORDERED_FIRST`): the last id received there.
+    last_ordered: HashMap<Key, u64>,
+    /// Ids completed at an ordered first stage, and the last one collected.
+    done_first: HashSet<u64>,
+    last_done_first: Option<u64>,
 }
 
 impl Model {
@@ -75,7 +86,9 @@ impl Model {
     /// `p`, now at its stage and flow, came from `from` (tracked if an atomic stage's
     /// flow or new input).
     fn entered(&mut self, p: &Pkt, from: Key) {
-        if from.0 == INPUT || self.atomic(from.0) {
+        if from.0 == 0 && self.stages[0] == StageType::Ordered {
+            self.source.insert(p.id, ORDERED_FIRST);
+        } else if from.0 == INPUT || self.atomic(from.0) {
             self.source.insert(p.id, from);
             self.expect
                 .entry(((p.stage, p.flow), from))
@@ -96,7 +109,12 @@ impl Model {
                     ));
                 }
             }
-            if let Some(&from) = self.source.get(&p.id) {
+            if self.source.get(&p.id) == Some(&ORDERED_FIRST) {
+                let last = self.last_ordered.insert((p.stage, p.flow), p.id);
+                if last.is_some_and(|l| l > p.id) {
+                    return Err(format!("{p:?} from the ordered first stage after {last:?}"));
+                }
+            } else if let Some(&from) = self.source.get(&p.id) {
                 let q = self.expect.entry(((p.stage, p.flow), from)).or_default();
                 if q.front() != Some(&p.id) {
                     return Err(format!(
@@ -109,6 +127,13 @@ impl Model {
         }
         self.held[w].push_back(p);
         Ok(())
+    }
+
+    /// `p` completed at its stage.
+    fn completed(&mut self, p: &Pkt) {
+        if p.stage == 0 && self.stages[0] == StageType::Ordered {
+            self.done_first.insert(p.id);
+        }
     }
 
     /// Forgets the expected places of packets given back to the caller.
@@ -137,6 +162,9 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
         done_ids: HashSet::new(),
         returned: HashSet::new(),
         dropped: 0,
+        last_ordered: HashMap::new(),
+        done_first: HashSet::new(),
+        last_done_first: None,
     };
     let last = stages.len() - 1;
     let mut pending: Vec<Pkt> = Vec::new();
@@ -225,6 +253,7 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                     _ => {
                         wk.done(p).map_err(|e| e.to_string())?;
                         m.done_ids.insert(p.id);
+                        m.completed(&p);
                     }
                 }
             }
@@ -256,6 +285,7 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                 } else {
                     wk.done_at(t, p).map_err(|e| e.to_string())?;
                     m.done_ids.insert(p.id);
+                    m.completed(&p);
                 }
             }
             Op::Leave(w, k) => {
@@ -292,6 +322,13 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                 "returned a packet no worker finished",
             )?;
             check(m.returned.insert(p.id), "returned twice")?;
+            if m.done_first.contains(&p.id) {
+                let last = m.last_done_first.replace(p.id);
+                check(
+                    last.map_or(true, |l| l < p.id),
+                    "completions of the ordered first stage out of order",
+                )?;
+            }
         }
     }
 

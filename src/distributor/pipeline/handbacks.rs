@@ -1,0 +1,310 @@
+//! What a pipeline makes of a worker's hand-backs: each packet's route says whether it
+//! completes (its own stage) or goes on (a later one); a packet leaving an ordered stage,
+//! either way, waits in the stage's window for the older ones; drops, reschedules, lost
+//! packets and packets given back give their places in that window up.
+
+use std::collections::VecDeque;
+
+use crate::distributor::backlog::Backlog;
+use crate::distributor::handbacks::unmarked_from;
+use crate::distributor::lanes::{probe_offset, Lane, PROBE_STEP};
+use crate::distributor::schedule::sealed::Scheduling;
+use crate::distributor::Distributor;
+
+use super::keys::{check_move, key, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
+use super::stage::{dispatch, held_seqs, Leaving};
+use super::{Pipeline, StageType};
+
+/// Where a packet handed back goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fate {
+    /// Completed at an atomic or parallel stage: it stays for `collect`.
+    Stays,
+    /// Forwarded from an atomic or parallel stage: to the backlog, routed by this key.
+    On(u64),
+    /// Left ordered `stage` (sequence number `seq`): through its window, then completed
+    /// (`None`) or forwarded by the key.
+    Window {
+        stage: usize,
+        seq: u64,
+        on: Option<u64>,
+    },
+}
+
+impl<T, R> Pipeline<T, R>
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    /// The fate of packet `p`, handed back by worker `w` at position `pos`: its route asked
+    /// for, checked (it may not go back; a completion at an atomic or parallel stage must
+    /// be the packet sent at `pos`).
+    fn fate(&mut self, w: usize, lane: &Lane<T>, pos: u64, p: &T) -> Fate {
+        let stamp = lane.stamp(pos);
+        let from = stage_of(stamp);
+        let (to, tag) = (self.route)(p);
+        check_move(from, to, self.stages.len());
+        let on = (to != from).then(|| self.entry_key(to, tag));
+        if self.stages[from].kind == StageType::Ordered {
+            return Fate::Window {
+                stage: from,
+                seq: seq_of(stamp),
+                on,
+            };
+        }
+        match on {
+            Some(k) => Fate::On(k),
+            None => {
+                if self.check_order {
+                    lane.check(w, pos, key(to, tag));
+                }
+                Fate::Stays
+            }
+        }
+    }
+
+    /// The fates of the packets of `burst` (the `k`-th handed back at `pos_of(k)`) into
+    /// `fates`, every route asked for before any packet moves; a packet at the last stage,
+    /// if that stage is not ordered, can only complete and is not asked. Returns whether
+    /// any packet moves.
+    fn classify(
+        &mut self,
+        w: usize,
+        lane: &Lane<T>,
+        burst: &[T],
+        pos_of: impl Fn(usize) -> u64,
+    ) -> bool {
+        let last = self.stages.len() - 1;
+        let last_stays = self.stages[last].kind != StageType::Ordered;
+        let mut fates = std::mem::take(&mut self.fates);
+        fates.clear();
+        let mut moves = false;
+        for (k, p) in burst.iter().enumerate() {
+            let pos = pos_of(k);
+            let fate = if last_stays && stage_of(lane.stamp(pos)) == last {
+                Fate::Stays
+            } else {
+                self.fate(w, lane, pos, p)
+            };
+            moves |= fate != Fate::Stays;
+            fates.push(fate);
+        }
+        self.fates = fates;
+        moves
+    }
+
+    /// Moves the packets of `returned[start..]` by their fates; completions keep their
+    /// order, and what windows release goes where it goes.
+    fn move_by_fates(&mut self, returned: &mut Vec<T>, backlog: &mut Backlog<T>, start: usize) {
+        let fates = std::mem::take(&mut self.fates);
+        if fates.iter().all(|f| matches!(f, Fate::On(_))) {
+            // Every packet forwarded from an atomic or parallel stage: straight on.
+            for (p, &f) in returned.drain(start..).zip(&fates) {
+                if let Fate::On(k) = f {
+                    backlog.push_back(p, k);
+                }
+            }
+            self.fates = fates;
+            return;
+        }
+        let burst: Vec<T> = returned.drain(start..).collect();
+        for (p, &fate) in burst.into_iter().zip(&fates) {
+            self.take(p, fate, returned, backlog);
+        }
+        self.fates = fates;
+    }
+
+    /// Takes one packet by its fate.
+    fn take(&mut self, p: T, fate: Fate, returned: &mut Vec<T>, backlog: &mut Backlog<T>) {
+        match fate {
+            Fate::Stays => returned.push(p),
+            Fate::On(k) => backlog.push_back(p, k),
+            Fate::Window { stage, seq, on } => {
+                let leaving = match on {
+                    Some(k) => Leaving::On(p, k),
+                    None => Leaving::Done(p),
+                };
+                let win = self.stages[stage].window.as_mut().expect("ordered");
+                win.put(seq, leaving, &mut self.released);
+                dispatch(&mut self.released, returned, backlog);
+            }
+        }
+    }
+
+    /// The packet at `stamp`'s position leaves unprocessed or is lost: at an ordered stage
+    /// its place is given up.
+    fn give_place_up(&mut self, stamp: u64, returned: &mut Vec<T>, backlog: &mut Backlog<T>) {
+        if let Some(win) = self.stages[stage_of(stamp)].window.as_mut() {
+            win.skip(seq_of(stamp), &mut self.released);
+            dispatch(&mut self.released, returned, backlog);
+        }
+    }
+
+    /// The order check of the packets a burst read that `classify` did not ask (those at a
+    /// last stage that is not ordered), as an atomic distributor checks: every one in debug
+    /// builds and past positions handed back out of order, one per burst otherwise.
+    fn check_last(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        burst: &[T],
+        pos_of: impl Fn(usize) -> u64,
+        each: bool,
+    ) {
+        let last = self.stages.len() - 1;
+        if !self.check_order || burst.is_empty() || self.stages[last].kind == StageType::Ordered {
+            return;
+        }
+        lane.probe = lane.probe.wrapping_add(PROBE_STEP);
+        let probe = probe_offset(lane.probe, burst.len());
+        let mut check = |k: usize| {
+            let pos = pos_of(k);
+            if stage_of(lane.stamp(pos)) == last {
+                let (to, tag) = (self.route)(&burst[k]);
+                lane.check(w, pos, key(to, tag));
+            }
+        };
+        if each {
+            (0..burst.len()).for_each(&mut check);
+        } else {
+            check(probe);
+        }
+    }
+}
+
+#[allow(private_interfaces)] // sealed: nameable only inside the crate
+impl<T, R> Scheduling<T> for Pipeline<T, R>
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    #[inline(always)]
+    fn is_ordered(&self) -> bool {
+        false
+    }
+
+    fn route_call(d: &mut Distributor<T, Self>, pkts: &mut Vec<T>) -> usize {
+        d.route_pipeline(pkts)
+    }
+
+    /// Packets given back with `NoWorkers` give up the places they held in ordered
+    /// stages' windows.
+    fn give_up(&mut self, notes: VecDeque<u64>, returned: &mut Vec<T>, backlog: &mut Backlog<T>) {
+        let held: Vec<(usize, u64)> = held_seqs(&notes, &self.stages).collect();
+        for (stage, seq) in held {
+            self.give_place_up(key(stage, seq), returned, backlog);
+        }
+    }
+
+    /// Every hand-back's stage is read from its position.
+    #[inline(always)]
+    fn wants_positions(&self) -> bool {
+        true
+    }
+
+    /// Each packet's fate (see [`classify`](Pipeline::classify)), every route asked for
+    /// before any packet moves: if `route` panics, the burst stays for `collect`.
+    fn took_burst(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+        start: usize,
+        at: u64,
+        spread: Option<&[u64]>,
+    ) {
+        let pos_of = |k: usize| spread.map_or(at + k as u64, |s| s[k]);
+        let each = spread.is_some() || cfg!(debug_assertions);
+        self.check_last(w, lane, &returned[start..], pos_of, each);
+        let moves = self.stages.len() > 1 || self.stages[0].kind == StageType::Ordered;
+        if moves && self.classify(w, lane, &returned[start..], pos_of) {
+            self.move_by_fates(returned, backlog, start);
+        }
+    }
+
+    fn dropped(
+        &mut self,
+        lane: &Lane<T>,
+        pos: u64,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+    ) {
+        self.give_place_up(lane.stamp(pos), returned, backlog);
+    }
+
+    /// A reschedule (its stage again, or a later one): checked against the older packets
+    /// of its flow at an atomic stage (one that overtook them would break the flow's
+    /// order), its place at an ordered stage given up (it enters again as new); its note
+    /// is the stage it leaves, its route asked for when it is routed.
+    fn rescheduled(
+        &mut self,
+        w: usize,
+        lane: &Lane<T>,
+        pos: u64,
+        _epoch: u64,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+    ) -> u64 {
+        let stamp = lane.stamp(pos);
+        let kind = self.stages[stage_of(stamp)].kind;
+        if self.check_order && kind == StageType::Atomic && !lane.frozen && pos > lane.completed {
+            lane.check_overtake(w, pos);
+        }
+        self.give_place_up(stamp, returned, backlog);
+        NEEDS_ROUTE | (stamp & !TAG_BITS)
+    }
+
+    /// Kept and accounted first; then its fate: a forward at an atomic stage is checked
+    /// against the older packets of its flow, which it must not overtake (every one); a
+    /// completion there one in 16 in release builds, as for an atomic distributor.
+    fn done_at(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        pos: u64,
+        pkt: T,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+    ) {
+        returned.push(pkt);
+        let stamp = lane.stamp(pos);
+        let overtaking = !lane.frozen && pos > lane.completed;
+        lane.complete_at(w, pos, false);
+        let fate = self.fate(w, lane, pos, returned.last().expect("just pushed"));
+        let atomic = self.stages[stage_of(stamp)].kind == StageType::Atomic;
+        let check = self.check_order && atomic && overtaking;
+        if check && (fate != Fate::Stays || lane.sample_ooo()) {
+            lane.check_overtake(w, pos);
+        }
+        if fate != Fate::Stays {
+            let p = returned.pop().expect("just pushed");
+            self.take(p, fate, returned, backlog);
+        }
+    }
+
+    /// Noted with its stamp (it goes back to the same stage and flow, or keeps its place
+    /// at an ordered stage), then checked at an atomic or parallel stage.
+    fn unprocessed(&mut self, w: usize, lane: &mut Lane<T>, pos: u64) {
+        let stamp = lane.stamp(pos);
+        lane.leaving_notes.push(stamp);
+        if self.check_order && self.stages[stage_of(stamp)].kind != StageType::Ordered {
+            let (s, t) = (self.route)(lane.leaving.last().expect("just pushed"));
+            lane.check(w, pos, key(s, t));
+        }
+    }
+
+    fn never_received(lane: &Lane<T>, pos: u64) -> u64 {
+        lane.stamp(pos)
+    }
+
+    /// The packets held (the `n` oldest positions not handed back) give their places at
+    /// ordered stages up.
+    fn lost(&mut self, lane: &Lane<T>, n: u64, returned: &mut Vec<T>, backlog: &mut Backlog<T>) {
+        for pos in unmarked_from(lane, n) {
+            self.give_place_up(lane.stamp(pos), returned, backlog);
+        }
+    }
+
+    fn window(&self) -> Option<u64> {
+        None
+    }
+}

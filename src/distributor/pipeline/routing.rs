@@ -1,0 +1,259 @@
+//! A pipeline's routing pass: the forwarded packets waiting in the backlog first (always
+//! taken, so a full pipeline drains), then new input while fewer packets than the
+//! admission limit are inside. An atomic stage routes through the flow table (one flow on
+//! one worker at a time), a parallel one to the least loaded worker, an ordered one to the
+//! least loaded worker with the stage's next sequence number, while its window has room.
+
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+
+use crate::distributor::distribute::PutBack;
+use crate::distributor::flows::{TagHasher, FLOW_TABLE_SOFT_LIMIT};
+use crate::distributor::lanes::{Pick, Router};
+use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
+use crate::distributor::Distributor;
+
+use super::keys::{
+    bad_stage, check_move, key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ,
+};
+use super::stage::Stage;
+use super::{Pipeline, StageType};
+
+impl<T, R> Distributor<T, Pipeline<T, R>>
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    /// A call's routing pass (a worker is active): the forwarded packets, then new input
+    /// while the admission limit allows.
+    pub(super) fn route_pipeline(&mut self, pkts: &mut Vec<T>) -> usize {
+        if !self.sched.blocked.is_empty() {
+            self.sched.blocked.clear();
+        }
+        self.route_forwards();
+        let room = self.sched.limit.saturating_sub(self.in_flight());
+        let mut input = std::mem::take(&mut self.scratch);
+        std::mem::swap(&mut input, pkts);
+        let len = input.len();
+        let g = PutBack {
+            rest: input.drain(..),
+            next: 0,
+            pkts,
+            stats: &mut self.stats,
+            finished: false,
+        };
+        let slack = if self.publish_all { 0 } else { self.batch - 1 };
+        let Pipeline {
+            route,
+            stages,
+            flows,
+            blocked,
+            ..
+        } = &mut self.sched;
+        let mut pass = Pass {
+            router: Router {
+                lanes: &mut self.lanes,
+                flows,
+                pick: self.pick,
+                credit: self.credit,
+                slack,
+            },
+            stages,
+            blocked,
+        };
+        input_pass(g, &mut pass, route, room);
+        self.pick = pass.router.pick;
+        let accepted = (len - pkts.len()) as u64;
+        self.scratch = input;
+        let mut delta = [0u64; 5];
+        delta[ACCEPTED] = accepted;
+        delta[BACKPRESSURED] = pkts.len() as u64;
+        // Counted before the publication, whose waker may panic (as for one stage).
+        self.stats.add_all(delta);
+        let lanes = &self.lanes;
+        self.sched
+            .flows
+            .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
+        self.push_staged(true, self.publish_all);
+        accepted as usize
+    }
+
+    /// Routes the forwarded packets (the backlog), oldest first, to their next stage;
+    /// those that find no credit (or no room in an ordered stage's window) wait, and so
+    /// do later ones of their flow at an atomic stage.
+    fn route_forwards(&mut self) {
+        // A new pass: completions read since the last one may have lowered any load.
+        self.pick = Pick::NONE;
+        if self.backlog.is_empty() {
+            return;
+        }
+        // The reschedules' routes first, before any packet moves: a panic (the user's
+        // `route`, or a stage it gives that is out of range or behind) leaves the backlog
+        // as it was, with the notes already routed.
+        for (p, note) in self.backlog.iter_mut() {
+            if *note & NEEDS_ROUTE != 0 {
+                let (to, tag) = (self.sched.route)(p);
+                check_move(stage_of(*note), to, self.sched.stages.len());
+                *note = self.sched.entry_key(to, tag);
+            }
+        }
+        let slack = self.slack();
+        let Pipeline {
+            stages,
+            flows,
+            blocked,
+            ..
+        } = &mut self.sched;
+        let mut pass = Pass {
+            router: Router {
+                lanes: &mut self.lanes,
+                flows,
+                pick: self.pick,
+                credit: self.credit,
+                slack,
+            },
+            stages,
+            blocked,
+        };
+        for _ in 0..self.backlog.len() {
+            let (p, k) = self.backlog.pop_front().expect("counted");
+            let stage = stage_of(k);
+            let kind = pass.kind(stage);
+            if let Err(p) = pass.place_key(p, stage, kind, k, true) {
+                self.backlog.push_back(p, k);
+            }
+        }
+        self.pick = pass.router.pick;
+    }
+}
+
+impl<T, R> Pipeline<T, R> {
+    /// The key a packet entering `stage` as a packet of flow `tag` is routed by.
+    #[inline(always)]
+    pub(super) fn entry_key(&self, stage: usize, tag: u64) -> u64 {
+        match self.stages[stage].kind {
+            StageType::Ordered => new_seq_key(stage),
+            _ => key(stage, tag),
+        }
+    }
+}
+
+/// What a routing pass of a pipeline uses, borrowed apart from the distributor.
+struct Pass<'p, T> {
+    router: Router<'p, T>,
+    stages: &'p mut [Stage<T>],
+    blocked: &'p mut HashSet<u64, BuildHasherDefault<TagHasher>>,
+}
+
+impl<T> Pass<'_, T> {
+    /// The type of `stage`; a clear panic if there is no such stage.
+    #[inline(always)]
+    fn kind(&self, stage: usize) -> StageType {
+        match self.stages.get(stage) {
+            Some(s) => s.kind,
+            None => bad_stage(stage, self.stages.len()),
+        }
+    }
+
+    /// Places `p` at `stage` (of type `kind`) as a packet of flow `tag`, or gives it back:
+    /// no credit, no room in an ordered stage's window, or (with `blocking`) an older
+    /// packet of its flow was refused in this pass.
+    #[inline(always)]
+    fn place(
+        &mut self,
+        p: T,
+        stage: usize,
+        kind: StageType,
+        tag: u64,
+        blocking: bool,
+    ) -> Result<(), T> {
+        let k = match kind {
+            StageType::Ordered => new_seq_key(stage),
+            _ => key(stage, tag),
+        };
+        self.place_key(p, stage, kind, k, blocking)
+    }
+
+    /// [`place`](Self::place) by the packet's key `k` (at an ordered stage: a sequence
+    /// number the packet keeps, or `NEW_SEQ`).
+    #[inline(always)]
+    fn place_key(
+        &mut self,
+        p: T,
+        stage: usize,
+        kind: StageType,
+        k: u64,
+        blocking: bool,
+    ) -> Result<(), T> {
+        let placed = match kind {
+            StageType::Atomic => {
+                if blocking && !self.blocked.is_empty() && self.blocked.contains(&k) {
+                    return Err(p);
+                }
+                self.router.route(p, k).map_err(|p| {
+                    self.blocked.insert(k);
+                    p
+                })
+            }
+            StageType::Parallel => self.router.route_any(p, k),
+            StageType::Ordered => self.place_ordered(p, stage, k),
+        };
+        if placed.is_ok() {
+            if let Some(s) = self.stages.get_mut(stage) {
+                s.entered += 1;
+            }
+        }
+        placed
+    }
+
+    /// Places `p` at ordered `stage`: the least loaded worker with credit, stamped with the
+    /// sequence number it keeps or, for `NEW_SEQ`, the window's next one (if it has room).
+    /// Out of line, so the other stages' routing keeps its registers.
+    #[inline(never)]
+    fn place_ordered(&mut self, p: T, stage: usize, k: u64) -> Result<(), T> {
+        let win = self.stages[stage]
+            .window
+            .as_mut()
+            .expect("an ordered stage has a window");
+        let fresh = seq_of(k) == NEW_SEQ;
+        if fresh && win.room() == 0 {
+            return Err(p);
+        }
+        let Some(w) = self.router.any_lane() else {
+            return Err(p);
+        };
+        let seq = if fresh { win.stamp() } else { seq_of(k) };
+        self.router.lanes[w].send(p, key(stage, seq));
+        Ok(())
+    }
+}
+
+/// The pass over new input: takes packets from `g` in order while fewer than `room` were
+/// taken, and places them or puts them back. The guard `g` ends here (what is left goes
+/// back onto the caller's input).
+fn input_pass<T, R>(mut g: PutBack<'_, '_, T>, pass: &mut Pass<'_, T>, route: &mut R, room: usize)
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    let mut placed = 0;
+    // Until a packet is refused, no flow is blocked: no look at the blocked set.
+    let mut blocking = false;
+    while placed < room {
+        let Some(first) = g.rest.as_slice().first() else {
+            break;
+        };
+        // Routed in place: if `route` panics (or names no stage), the packet is still in
+        // the drain and goes back.
+        let (stage, tag) = route(first);
+        let kind = pass.kind(stage);
+        let Some(p) = g.rest.next() else { break };
+        g.next += 1;
+        match pass.place(p, stage, kind, tag, blocking) {
+            Ok(()) => placed += 1,
+            Err(p) => {
+                g.pkts.push(p);
+                blocking = true;
+            }
+        }
+    }
+    g.finished = true;
+}
