@@ -303,3 +303,57 @@ fn forward_through(stages: &[StageType]) {
     assert_eq!(ids, (0..N).collect::<Vec<_>>());
     assert!(out.iter().all(|p| p.0 == 2 && p.1 >= 1000));
 }
+
+/// A worker whose thread panics while it holds packets of an ordered stage: its packets
+/// are counted as lost and give their places in the stage's window up, so the packets
+/// behind them still go on; every other packet comes out, and a flush ends.
+#[test]
+fn a_panicking_worker_s_packets_are_lost_and_the_ordered_stage_goes_on() {
+    const N: u64 = 4_000;
+    let c = Config::default().workers(2).credit(16);
+    let stages = [StageType::Ordered, StageType::Atomic];
+    let (mut d, ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    let threads: Vec<_> = ws
+        .into_iter()
+        .map(|mut w| {
+            std::thread::spawn(move || {
+                let mut b = Vec::new();
+                let mut seen = 0u64;
+                while w.recv_burst_wait(&mut b, 16, LONG).is_ok() {
+                    seen += b.len() as u64;
+                    assert!(
+                        w.id() != 0 || seen < 200,
+                        "worker 0 panics, holding its burst"
+                    );
+                    for p in b.iter_mut() {
+                        p.0 = (p.0 + 1).min(1);
+                    }
+                    w.done_burst(&mut b).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut input: Vec<Pkt> = (0..N).rev().map(|i| (0, i % 16, i)).collect();
+    let (mut out, mut burst) = (Vec::new(), Vec::new());
+    while !input.is_empty() || !burst.is_empty() {
+        while burst.len() < 32 {
+            let Some(p) = input.pop() else { break };
+            burst.push(p);
+        }
+        d.distribute_wait(&mut burst, LONG).unwrap();
+        d.collect(&mut out);
+    }
+    let mut rest = Vec::new();
+    d.flush(&mut rest, LONG).unwrap();
+    out.append(&mut rest);
+    let lost_now = d.stats().snapshot().get("lost").unwrap_or(0);
+    assert!(lost_now > 0, "worker 0 held packets when it panicked");
+    assert_eq!(out.len() as u64 + lost_now, N);
+    let mut ids: Vec<u64> = out.iter().map(|p| p.2).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), out.len(), "nothing twice");
+    drop(d);
+    let panicked = threads.into_iter().filter_map(|t| t.join().err()).count();
+    assert_eq!(panicked, 1);
+}

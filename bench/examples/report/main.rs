@@ -100,7 +100,9 @@ fn main() {
                 println!("           counter_2writers_inc counter_pktgen");
                 println!("           dist_1worker dist_any_order_1worker dist_ordered_1worker dist_ordered_elephant_2workers dist_pcap dist_2nodes dist_2nodes_migrating dist_2nodes_balance");
                 println!("           dist_lines dist_latency_light_{{W}}w dist_latency_full_{{W}}w (W = 1, 2)");
-                println!("           pipe_a_1worker pipe_ap_1worker");
+                println!(
+                    "           pipe_a_1worker pipe_ap_1worker pipe_oa_1worker pipe_oap_1worker"
+                );
                 println!("           lock_uncontended lock_contended_2threads");
                 println!(
                     "           wait_spsc_burst1 wait_spsc_burst32 wait_wake_latency wait_idle_cpu"

@@ -6,6 +6,8 @@
 //! - `pipe_a_1worker`: one atomic stage, against the atomic distributor in the same run
 //!   (what the general scheduler costs the simple case).
 //! - `pipe_ap_1worker`: an atomic stage, then a parallel one.
+//! - `pipe_oa_1worker`: an ordered stage, then an atomic one.
+//! - `pipe_oap_1worker`: ordered, atomic, parallel.
 //!
 //! DPDK's figures for the same pipelines (`evdev_sw_pipe_<letters>_1worker_pps`, and
 //! `evdev_dsw_...`) come from the anchors file, beside these in BENCHMARKS.md.
@@ -18,6 +20,7 @@ use crate::harness::{pair, tsc, Impl, Metric, Report};
 
 /// A packet: its sequence number, with its stage in the top two bits.
 const STAGE_SHIFT: u32 = 62;
+
 const SEQ: u64 = (1 << STAGE_SHIFT) - 1;
 
 /// Packets per second through the pipeline, and TSC cycles per packet on its thread.
@@ -136,7 +139,21 @@ pub fn run(r: &mut Report) {
         impls,
         &[("flowline_pipe", "flowline")],
     );
-    let ap = [StageType::Atomic, StageType::Parallel];
-    let impls: Vec<Impl> = vec![("flowline_pipe", Box::new(move || pipeline(n, &ap)))];
-    r.scenario("pipe_ap_1worker", METRICS, impls, &[]);
+    for (name, stages) in [
+        (
+            "pipe_ap_1worker",
+            &[StageType::Atomic, StageType::Parallel][..],
+        ),
+        (
+            "pipe_oa_1worker",
+            &[StageType::Ordered, StageType::Atomic][..],
+        ),
+        (
+            "pipe_oap_1worker",
+            &[StageType::Ordered, StageType::Atomic, StageType::Parallel][..],
+        ),
+    ] {
+        let impls: Vec<Impl> = vec![("flowline_pipe", Box::new(move || pipeline(n, stages)))];
+        r.scenario(name, METRICS, impls, &[]);
+    }
 }
