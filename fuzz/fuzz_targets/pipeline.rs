@@ -35,6 +35,8 @@ fuzz_target!(|data: &[u8]| {
             _ => match b & 0xc0 {
                 0x00 => Op::Rejoin(w),
                 0x40 => Op::Limit(usize::from(b & 0x0f)),
+                0x80 if a & 0x10 == 0 => Op::Link(w, a >> 5),
+                0x80 => Op::Priority(usize::from(b & 3), a >> 6),
                 _ => Op::Collect,
             },
         });

@@ -178,7 +178,7 @@ pub use config::{
 };
 use lanes::{roster_of, Lane, Pick};
 pub use ordered::{new_ordered, Ordered};
-pub use pipeline::{new_pipeline, Pipeline, StageType, MAX_STAGES};
+pub use pipeline::{new_pipeline, Pipeline, PipelineError, StageType, MAX_STAGES};
 pub use reorder::MAX_WINDOW;
 pub use schedule::Schedule;
 pub use stats::DISTRIBUTOR_STATS;

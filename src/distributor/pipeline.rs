@@ -28,10 +28,13 @@ use super::Distributor;
 
 mod handbacks;
 mod keys;
+mod links;
 mod routing;
 mod stage;
 
 use handbacks::Fate;
+use links::Links;
+pub use links::PipelineError;
 use stage::{Leaving, Stage};
 
 /// The most stages one pipeline has.
@@ -72,6 +75,10 @@ pub struct Pipeline<T, R> {
     check_order: bool,
     /// New packets are admitted while fewer than this many are inside.
     limit: usize,
+    /// Which stages each worker serves.
+    links: Links,
+    /// Whether stages have different priorities.
+    prioritized: bool,
 }
 
 impl<T, R> fmt::Debug for Pipeline<T, R> {
@@ -181,6 +188,8 @@ where
         released: Vec::new(),
         check_order: true,
         limit: config.workers.saturating_mul(config.credit),
+        links: Links::default(),
+        prioritized: false,
     };
     Distributor::build(config, sched)
 }
@@ -223,6 +232,95 @@ where
     /// The stages, as made.
     pub fn stages(&self) -> Vec<StageType> {
         self.sched.stages.iter().map(|s| s.kind).collect()
+    }
+
+    /// Makes worker `worker` serve `stages` (and no other), as an event device's port is
+    /// linked to queues; every worker serves every stage until linked, and one added at
+    /// run time does too. Packets a worker holds are not moved: an atomic stage's flow in
+    /// flight at a worker that no longer serves it stays there until it is idle. A stage
+    /// that no active worker serves holds its packets (nothing is lost, nothing waits
+    /// elsewhere because of them) until one is linked to it.
+    ///
+    /// # Errors
+    ///
+    /// [`PipelineError::NoSuchWorker`] or [`PipelineError::NoSuchStage`]; nothing changes.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config, StageType};
+    /// let (mut d, mut ws) = distributor::new_pipeline(
+    ///     Config::default().workers(2).credit(8),
+    ///     &[StageType::Parallel, StageType::Parallel],
+    ///     |p: &(usize, u64)| *p,
+    /// ).unwrap();
+    /// d.link(0, &[0]).unwrap(); // worker 0: stage 0 only
+    /// d.link(1, &[1]).unwrap(); // worker 1: stage 1 only
+    /// assert_eq!(d.links(1), Some(vec![1]));
+    /// d.distribute(&mut vec![(0, 1), (0, 2)]).unwrap();
+    /// let mut b = Vec::new();
+    /// assert_eq!(ws[1].recv_burst(&mut b, 8), Ok(0));
+    /// assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(2));
+    /// ```
+    pub fn link(&mut self, worker: usize, stages: &[usize]) -> Result<(), PipelineError> {
+        if worker >= self.lanes.len() || self.lanes[worker].removed {
+            return Err(PipelineError::NoSuchWorker(worker));
+        }
+        let n = self.sched.stages.len();
+        let mut mask = 0u64;
+        for &s in stages {
+            if s >= n {
+                return Err(PipelineError::NoSuchStage(s));
+            }
+            mask |= 1 << s;
+        }
+        let every = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        self.sched.links.set(worker, mask, every);
+        // A pick kept under the old links does not hold under these.
+        self.pick = crate::distributor::lanes::Pick::NONE;
+        Ok(())
+    }
+
+    /// The stages worker `worker` serves (`None` if there is no such worker).
+    pub fn links(&self, worker: usize) -> Option<Vec<usize>> {
+        let there = worker < self.lanes.len() && !self.lanes[worker].removed;
+        there.then(|| self.sched.links.of(worker, self.sched.stages.len()))
+    }
+
+    /// Sets `stage`'s priority (0 for every stage at first): in each routing pass the
+    /// packets forwarded to stages of a higher priority are placed first, so they take
+    /// the workers' credit first; new input comes after every forward. Strict: while
+    /// packets of higher-priority stages keep every worker's credit taken, those of lower
+    /// ones wait (nothing bounds the wait but the admission limit, which stops new input
+    /// while the pipeline is full, so a pipeline fed only through its first stage drains).
+    ///
+    /// # Errors
+    ///
+    /// [`PipelineError::NoSuchStage`].
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config, StageType};
+    /// let (mut d, _ws) = distributor::new_pipeline(
+    ///     Config::default().workers(1).credit(8),
+    ///     &[StageType::Atomic, StageType::Atomic],
+    ///     |p: &(usize, u64)| *p,
+    /// ).unwrap();
+    /// d.set_priority(1, 7).unwrap(); // drain the later stage first
+    /// assert_eq!(d.priority(1), Some(7));
+    /// ```
+    pub fn set_priority(&mut self, stage: usize, priority: u8) -> Result<(), PipelineError> {
+        let st = self
+            .sched
+            .stages
+            .get_mut(stage)
+            .ok_or(PipelineError::NoSuchStage(stage))?;
+        st.priority = priority;
+        let first = self.sched.stages[0].priority;
+        self.sched.prioritized = self.sched.stages.iter().any(|s| s.priority != first);
+        Ok(())
+    }
+
+    /// `stage`'s priority (`None` if there is no such stage).
+    pub fn priority(&self, stage: usize) -> Option<u8> {
+        self.sched.stages.get(stage).map(|s| s.priority)
     }
 
     /// Turns the hand-back order check on or off, as for an atomic distributor

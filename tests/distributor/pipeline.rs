@@ -357,3 +357,80 @@ fn a_panicking_worker_s_packets_are_lost_and_the_ordered_stage_goes_on() {
     let panicked = threads.into_iter().filter_map(|t| t.join().err()).count();
     assert_eq!(panicked, 1);
 }
+
+/// Links: a worker gets only packets of the stages it serves; a stage no worker serves
+/// holds its packets (nothing lost, the other stages go on) until a worker is linked to it.
+#[test]
+fn workers_get_only_the_stages_they_serve() {
+    let c = Config::default().workers(2).credit(8);
+    let stages = [StageType::Atomic, StageType::Ordered];
+    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    d.link(0, &[0]).unwrap();
+    d.link(1, &[]).unwrap();
+    assert_eq!(
+        (d.links(0), d.links(1), d.links(2)),
+        (Some(vec![0]), Some(vec![]), None)
+    );
+    d.distribute(&mut (0..6).map(|i| (0, i, 0)).collect())
+        .unwrap();
+    let mut b = Vec::new();
+    assert_eq!(
+        ws[1].recv_burst(&mut b, 8),
+        Ok(0),
+        "worker 1 serves nothing"
+    );
+    assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(6));
+    for p in b.iter_mut() {
+        p.0 = 1;
+    }
+    ws[0].done_burst(&mut b).unwrap();
+    // Stage 1 has no worker: its packets wait in the distributor.
+    d.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(0));
+    assert_eq!(ws[1].recv_burst(&mut b, 8), Ok(0));
+    assert_eq!(d.in_flight(), 6);
+    d.link(1, &[1]).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(
+        ws[1].recv_burst(&mut b, 8),
+        Ok(6),
+        "stage 1 reached its new worker"
+    );
+    ws[1].done_burst(&mut b).unwrap();
+    let mut out = Vec::new();
+    d.collect(&mut out);
+    assert_eq!(out, (0..6).map(|i| (1, i, 0)).collect::<Vec<_>>());
+    assert_eq!(
+        d.link(7, &[0]),
+        Err(distributor::PipelineError::NoSuchWorker(7))
+    );
+    assert_eq!(
+        d.link(0, &[2]),
+        Err(distributor::PipelineError::NoSuchStage(2))
+    );
+}
+
+/// Priorities: forwards to a higher-priority stage are placed first (they take the
+/// credit first); with equal priorities, in the order they were forwarded.
+#[test]
+fn forwards_to_a_higher_priority_stage_are_placed_first() {
+    for (prio_1, prio_2, expect) in [(0u8, 0u8, [1, 2]), (0, 5, [2, 1]), (9, 5, [1, 2])] {
+        let c = Config::default().workers(1).credit(4);
+        let stages = [StageType::Atomic, StageType::Atomic, StageType::Atomic];
+        let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+        d.set_priority(1, prio_1).unwrap();
+        d.set_priority(2, prio_2).unwrap();
+        assert_eq!((d.priority(1), d.priority(3)), (Some(prio_1), None));
+        d.distribute(&mut vec![(0, 1, 0), (0, 2, 0)]).unwrap();
+        let mut b = Vec::new();
+        ws[0].recv_burst(&mut b, 8).unwrap();
+        // Both go on at once: flow 1 to stage 1, flow 2 to stage 2.
+        b[0].0 = 1;
+        b[1].0 = 2;
+        ws[0].done_burst(&mut b).unwrap();
+        d.distribute(&mut Vec::new()).unwrap();
+        ws[0].recv_burst(&mut b, 8).unwrap();
+        let stages_in_order: Vec<usize> = b.iter().map(|p| p.0).collect();
+        assert_eq!(stages_in_order, expect, "priorities {prio_1} and {prio_2}");
+    }
+}

@@ -21,6 +21,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => w.prop_map(Op::Rejoin),
         1 => Just(Op::Collect),
         1 => (0usize..12).prop_map(Op::Limit),
+        1 => (0usize..4, any::<u8>()).prop_map(|(w, m)| Op::Link(w, m)),
+        1 => (0usize..4, 0u8..3).prop_map(|(s, p)| Op::Priority(s, p)),
     ]
 }
 

@@ -46,6 +46,10 @@ pub enum Op {
     Collect,
     /// The admission limit changes.
     Limit(usize),
+    /// Worker w serves the stages of this mask (bit s: stage s).
+    Link(usize, u8),
+    /// A stage's priority changes.
+    Priority(usize, u8),
 }
 
 pub const FLOWS: u64 = 4;
@@ -57,7 +61,7 @@ type Key = (usize, u64);
 const INPUT: usize = usize::MAX;
 
 /// The source of forwards out of an ordered first stage (released in the order it
-/// accepted them: by id).
+/// accepted them: by their rank).
 const ORDERED_FIRST: Key = (usize::MAX - 1, 0);
 
 struct Model {
@@ -68,10 +72,18 @@ struct Model {
     source: HashMap<u64, Key>,
     held: Vec<VecDeque<Pkt>>,
     tickets: Vec<VecDeque<Ticket>>,
+    /// Per worker: every stage it was ever linked to (a packet sent before an unlink may
+    /// still arrive, and a flow in flight stays with its worker).
+    allowed: Vec<u64>,
     done_ids: HashSet<u64>,
     returned: HashSet<u64>,
     dropped: u64,
-    /// Per (destination, source `ORDERED_FIRST`): the last id received there.
+    /// Per packet accepted into an ordered first stage: its place in that stage's order
+    /// (acceptance order; a packet given back with `NoWorkers` and accepted again takes a
+    /// new one).
+    rank: HashMap<u64, u64>,
+    next_rank: u64,
+    /// Per (destination, source `ORDERED_FIRST`): the last rank received there.
     last_ordered: HashMap<Key, u64>,
     /// Ids completed at an ordered first stage, and the last one collected.
     done_first: HashSet<u64>,
@@ -100,6 +112,12 @@ impl Model {
     }
 
     fn received(&mut self, w: usize, p: Pkt) -> Result<(), String> {
+        if self.allowed[w] & (1 << p.stage) == 0 {
+            return Err(format!(
+                "{p:?} at worker {w}, which never served stage {}",
+                p.stage
+            ));
+        }
         if self.atomic(p.stage) {
             for (o, h) in self.held.iter().enumerate() {
                 if o != w && h.iter().any(|q| (q.stage, q.flow) == (p.stage, p.flow)) {
@@ -110,8 +128,9 @@ impl Model {
                 }
             }
             if self.source.get(&p.id) == Some(&ORDERED_FIRST) {
-                let last = self.last_ordered.insert((p.stage, p.flow), p.id);
-                if last.is_some_and(|l| l > p.id) {
+                let rank = self.rank[&p.id];
+                let last = self.last_ordered.insert((p.stage, p.flow), rank);
+                if last.is_some_and(|l| l > rank) {
                     return Err(format!("{p:?} from the ordered first stage after {last:?}"));
                 }
             } else if let Some(&from) = self.source.get(&p.id) {
@@ -159,9 +178,12 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
         source: HashMap::new(),
         held: vec![VecDeque::new(); workers],
         tickets: vec![VecDeque::new(); workers],
+        allowed: vec![u64::MAX; workers],
         done_ids: HashSet::new(),
         returned: HashSet::new(),
         dropped: 0,
+        rank: HashMap::new(),
+        next_rank: 0,
         last_ordered: HashMap::new(),
         done_first: HashSet::new(),
         last_done_first: None,
@@ -203,6 +225,10 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                                     !m.atomic(p.stage) || !blocked.contains(&(p.stage, p.flow)),
                                     "a later packet of a blocked flow was accepted",
                                 )?;
+                                if p.stage == 0 && m.stages[0] == StageType::Ordered {
+                                    m.rank.insert(p.id, m.next_rank);
+                                    m.next_rank += 1;
+                                }
                                 m.entered(p, (INPUT, p.flow));
                             }
                         }
@@ -315,6 +341,19 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                 d.collect(&mut out);
             }
             Op::Limit(n) => d.set_admission_limit(*n),
+            Op::Link(w, mask) => {
+                let w = *w % ws.len();
+                let list: Vec<usize> = (0..stages.len()).filter(|s| mask & (1 << s) != 0).collect();
+                d.link(w, &list).map_err(|e| e.to_string())?;
+                check(d.links(w) == Some(list.clone()), "links read back")?;
+                for s in list {
+                    m.allowed[w] |= 1 << s;
+                }
+            }
+            Op::Priority(stage, prio) => {
+                d.set_priority(stage % stages.len(), *prio)
+                    .map_err(|e| e.to_string())?;
+            }
         }
         for p in out.drain(..) {
             check(
@@ -323,9 +362,10 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
             )?;
             check(m.returned.insert(p.id), "returned twice")?;
             if m.done_first.contains(&p.id) {
-                let last = m.last_done_first.replace(p.id);
+                let rank = m.rank[&p.id];
+                let last = m.last_done_first.replace(rank);
                 check(
-                    last.map_or(true, |l| l < p.id),
+                    last.map_or(true, |l| l < rank),
                     "completions of the ordered first stage out of order",
                 )?;
             }
@@ -339,6 +379,10 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
         }
     }
     d.set_admission_limit(usize::MAX);
+    let every: Vec<usize> = (0..stages.len()).collect();
+    for w in 0..ws.len() {
+        d.link(w, &every).map_err(|e| e.to_string())?;
+    }
     for _round in 0..10_000 {
         if pending.is_empty() && d.in_flight() == 0 {
             break;

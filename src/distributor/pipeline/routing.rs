@@ -8,16 +8,18 @@ use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
 use crate::distributor::distribute::PutBack;
-use crate::distributor::flows::{TagHasher, FLOW_TABLE_SOFT_LIMIT};
-use crate::distributor::lanes::{Pick, Router};
+use crate::distributor::flows::{Flow, TagHasher, FLOW_TABLE_SOFT_LIMIT};
+use crate::distributor::lanes::{Lane, Pick, Router};
 use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
 use crate::distributor::Distributor;
 
 use super::keys::{
     bad_stage, check_move, key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ,
 };
-use super::stage::Stage;
+use super::links::Links;
+use super::stage::{Leaving, Stage};
 use super::{Pipeline, StageType};
+use crate::distributor::reorder::Reorder;
 
 impl<T, R> Distributor<T, Pipeline<T, R>>
 where
@@ -47,6 +49,7 @@ where
             stages,
             flows,
             blocked,
+            links,
             ..
         } = &mut self.sched;
         let mut pass = Pass {
@@ -59,6 +62,7 @@ where
             },
             stages,
             blocked,
+            links,
         };
         input_pass(g, &mut pass, route, room);
         self.pick = pass.router.pick;
@@ -97,10 +101,12 @@ where
             }
         }
         let slack = self.slack();
+        let levels = self.sched.priority_levels();
         let Pipeline {
             stages,
             flows,
             blocked,
+            links,
             ..
         } = &mut self.sched;
         let mut pass = Pass {
@@ -113,13 +119,21 @@ where
             },
             stages,
             blocked,
+            links,
         };
-        for _ in 0..self.backlog.len() {
-            let (p, k) = self.backlog.pop_front().expect("counted");
-            let stage = stage_of(k);
-            let kind = pass.kind(stage);
-            if let Err(p) = pass.place_key(p, stage, kind, k, true) {
-                self.backlog.push_back(p, k);
+        // One turn of the backlog per priority level, highest first (one turn in all
+        // when every stage has the same): each turn keeps the order of what stays.
+        for level in levels {
+            for _ in 0..self.backlog.len() {
+                let (p, k) = self.backlog.pop_front().expect("counted");
+                let stage = stage_of(k);
+                let kind = pass.kind(stage);
+                let now = level.map_or(true, |l| pass.stages[stage].priority == l);
+                if !now {
+                    self.backlog.push_back(p, k);
+                } else if let Err(p) = pass.place_key(p, stage, kind, k, true) {
+                    self.backlog.push_back(p, k);
+                }
             }
         }
         self.pick = pass.router.pick;
@@ -127,6 +141,18 @@ where
 }
 
 impl<T, R> Pipeline<T, R> {
+    /// The priority levels of a routing pass over the backlog, highest first (`None`: one
+    /// pass for every stage).
+    fn priority_levels(&self) -> Vec<Option<u8>> {
+        if !self.prioritized {
+            return vec![None];
+        }
+        let mut levels: Vec<u8> = self.stages.iter().map(|s| s.priority).collect();
+        levels.sort_unstable_by(|a, b| b.cmp(a));
+        levels.dedup();
+        levels.into_iter().map(Some).collect()
+    }
+
     /// The key a packet entering `stage` as a packet of flow `tag` is routed by.
     #[inline(always)]
     pub(super) fn entry_key(&self, stage: usize, tag: u64) -> u64 {
@@ -142,6 +168,7 @@ struct Pass<'p, T> {
     router: Router<'p, T>,
     stages: &'p mut [Stage<T>],
     blocked: &'p mut HashSet<u64, BuildHasherDefault<TagHasher>>,
+    links: &'p Links,
 }
 
 impl<T> Pass<'_, T> {
@@ -189,12 +216,24 @@ impl<T> Pass<'_, T> {
                 if blocking && !self.blocked.is_empty() && self.blocked.contains(&k) {
                     return Err(p);
                 }
-                self.router.route(p, k).map_err(|p| {
+                let routed = if self.links.all() {
+                    self.router.route(p, k)
+                } else {
+                    self.route_linked(p, k, stage)
+                };
+                routed.map_err(|p| {
                     self.blocked.insert(k);
                     p
                 })
             }
-            StageType::Parallel => self.router.route_any(p, k),
+            StageType::Parallel if self.links.all() => self.router.route_any(p, k),
+            StageType::Parallel => match self.linked_lane(stage) {
+                Some(w) => {
+                    self.router.lanes[w].send(p, k);
+                    Ok(())
+                }
+                None => Err(p),
+            },
             StageType::Ordered => self.place_ordered(p, stage, k),
         };
         if placed.is_ok() {
@@ -205,22 +244,58 @@ impl<T> Pass<'_, T> {
         placed
     }
 
+    /// The least loaded active worker that serves `stage` and has credit.
+    fn linked_lane(&self, stage: usize) -> Option<usize> {
+        linked_lane(self.router.lanes, self.router.credit, self.links, stage)
+    }
+
+    /// [`Router::route`] when workers serve some stages only: a flow in flight stays with
+    /// its worker (whatever it serves now: its order first); an idle or new one goes to
+    /// the least loaded worker that serves `stage`.
+    fn route_linked(&mut self, p: T, k: u64, stage: usize) -> Result<(), T> {
+        let (credit, links) = (self.router.credit, self.links);
+        let lanes = &mut *self.router.lanes;
+        if let Some(f) = self.router.flows.get_mut(k) {
+            let lane = &lanes[f.worker];
+            if lane.completed < f.last {
+                if lane.outstanding() >= credit {
+                    return Err(p);
+                }
+            } else {
+                match linked_lane(lanes, credit, links, stage) {
+                    Some(w) => f.worker = w,
+                    None => return Err(p),
+                }
+            }
+            f.last = lanes[f.worker].send(p, k);
+            return Ok(());
+        }
+        let Some(w) = linked_lane(lanes, credit, links, stage) else {
+            return Err(p);
+        };
+        let last = lanes[w].send(p, k);
+        self.router.flows.set(k, Flow { worker: w, last });
+        Ok(())
+    }
+
     /// Places `p` at ordered `stage`: the least loaded worker with credit, stamped with the
     /// sequence number it keeps or, for `NEW_SEQ`, the window's next one (if it has room).
     /// Out of line, so the other stages' routing keeps its registers.
     #[inline(never)]
     fn place_ordered(&mut self, p: T, stage: usize, k: u64) -> Result<(), T> {
-        let win = self.stages[stage]
-            .window
-            .as_mut()
-            .expect("an ordered stage has a window");
         let fresh = seq_of(k) == NEW_SEQ;
-        if fresh && win.room() == 0 {
+        if fresh && window(&mut self.stages[stage]).room() == 0 {
             return Err(p);
         }
-        let Some(w) = self.router.any_lane() else {
+        let lane = if self.links.all() {
+            self.router.any_lane()
+        } else {
+            self.linked_lane(stage)
+        };
+        let Some(w) = lane else {
             return Err(p);
         };
+        let win = window(&mut self.stages[stage]);
         let seq = if fresh { win.stamp() } else { seq_of(k) };
         self.router.lanes[w].send(p, key(stage, seq));
         Ok(())
@@ -256,4 +331,19 @@ where
         }
     }
     g.finished = true;
+}
+
+/// The least loaded active worker of `lanes` that serves `stage` and has credit left.
+fn linked_lane<T>(lanes: &[Lane<T>], credit: u64, links: &Links, stage: usize) -> Option<usize> {
+    lanes
+        .iter()
+        .enumerate()
+        .filter(|(w, l)| l.active && links.serves(*w, stage) && l.outstanding() < credit)
+        .min_by_key(|(_, l)| l.outstanding())
+        .map(|(w, _)| w)
+}
+
+/// An ordered stage's window.
+fn window<T>(st: &mut Stage<T>) -> &mut Reorder<Leaving<T>> {
+    st.window.as_mut().expect("an ordered stage has a window")
 }

@@ -25,6 +25,8 @@ pub(super) struct Stage<T> {
     pub(super) kind: StageType,
     /// Packets that entered it, ever.
     pub(super) entered: u64,
+    /// Its forwarded packets are routed before those of stages of a lower priority.
+    pub(super) priority: u8,
     /// At an ordered stage, its reorder window.
     pub(super) window: Option<Reorder<Leaving<T>>>,
 }
@@ -35,6 +37,7 @@ impl<T> Stage<T> {
         Ok(Stage {
             kind,
             entered: 0,
+            priority: 0,
             window: match kind {
                 StageType::Ordered => Some(Reorder::new(window)?),
                 _ => None,
