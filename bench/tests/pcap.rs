@@ -34,6 +34,7 @@ fn cfg(workers: usize, laps: u32) -> ReplayConfig {
         pin: false,
         ordered: false,
         one_flow: false,
+        stages: None,
     }
 }
 
@@ -233,6 +234,30 @@ fn one_flow_spreads_over_both_workers_in_capture_order_when_ordered() {
             assert_eq!(least, 0, "atomic shares {:?}", out.per_worker);
         }
     }
+}
+
+/// The capture through pipelines: an ordered stage (flows spread over both workers),
+/// then an atomic one, and atomic, ordered, atomic; every check (exactly once, capture
+/// order per flow direction, TCP sequence numbers, every stage passed) holds at the end.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn the_capture_keeps_its_order_through_pipelines() {
+    let cap = loopback();
+    let ing = Ingest::new(&cap);
+    let n = cap.frames.len() as u64 * u64::from(LAPS);
+    let cap = Arc::new(cap);
+    for list in ["oa", "aoa", "o"] {
+        let c = ReplayConfig {
+            stages: Some(replay::Stages::parse(list).unwrap()),
+            ..cfg(2, LAPS)
+        };
+        let out = replay(Arc::clone(&cap), &ing, c, |_| {}).unwrap();
+        assert!(out.ok(), "{list}: {out:?}");
+        assert_eq!(out.returned, n);
+        assert!(out.tcp_checked > 0);
+    }
+    assert!(replay::Stages::parse("ap").is_err());
+    assert!(replay::Stages::parse("").is_err());
 }
 
 // Not under Miri (10-18 s interpreted): the parser and the replay have no unsafe code,

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p flowline-bench --example pcap_replay -- [--pcap FILE] [--loops N] [--workers N]
-//!     [--burst N] [--credit N] [--ordered] [--one-flow]
+//!     [--burst N] [--credit N] [--ordered | --stages LIST] [--one-flow]
 //! ```
 //!
 //! Reads the capture (default: `bench/tests/data/loopback.pcap`, real loopback traffic recorded
@@ -22,7 +22,10 @@
 //! With `--ordered` an ordered distributor (`distributor::new_ordered`) serves the workers:
 //! any worker takes any frame and frames leave in capture order, so the same checks hold
 //! with a flow spread over every worker; `--one-flow` tags every frame as one flow (an
-//! elephant) to show it.
+//! elephant) to show it. With `--stages LIST` (`a` atomic, `o` ordered: `oa` restores
+//! capture order at an ordered stage, then keeps per-flow state at an atomic one) one
+//! pipeline distributor (`distributor::new_pipeline`) serves the workers, who parse a frame
+//! at the first stage and move it on to the next; the same checks hold at the end.
 
 mod frames;
 mod replay;
@@ -48,6 +51,8 @@ options:
                 capture order (the checks stay the same)
   --one-flow    tag every frame as one flow (an elephant: an atomic distributor keeps it
                 on one worker, an ordered one spreads it over every worker)
+  --stages LIST a pipeline of atomic (a) and ordered (o) stages, e.g. oa: workers parse
+                at the first stage and move frames on (the checks stay the same)
   -h, --help    this text";
 
 struct Opts {
@@ -66,6 +71,7 @@ fn parse() -> Result<Opts, String> {
             pin: true,
             ordered: false,
             one_flow: false,
+            stages: None,
         },
     };
     let mut args = std::env::args().skip(1);
@@ -92,8 +98,12 @@ fn parse() -> Result<Opts, String> {
             "--workers" => o.cfg.workers = v.parse().map_err(|e| bad(&e))?,
             "--burst" => o.cfg.burst = v.parse().map_err(|e| bad(&e))?,
             "--credit" => o.cfg.credit = v.parse().map_err(|e| bad(&e))?,
+            "--stages" => o.cfg.stages = Some(replay::Stages::parse(&v)?),
             _ => return Err(format!("unknown option {a}; see --help")),
         }
+    }
+    if o.cfg.ordered && o.cfg.stages.is_some() {
+        return Err("--ordered and --stages: one or the other".into());
     }
     if o.cfg.laps == 0 || o.cfg.burst == 0 {
         return Err("--loops and --burst must be positive".into());
@@ -136,7 +146,11 @@ fn main() -> ExitCode {
         cfg.laps,
         cap.frames.len() as u64 * u64::from(cfg.laps),
         cfg.workers,
-        if cfg.ordered { "ordered" } else { "atomic" },
+        match (cfg.ordered, cfg.stages) {
+            (true, _) => "ordered".to_string(),
+            (_, Some(st)) => format!("pipeline {:?}", st.as_slice()),
+            _ => "atomic".to_string(),
+        },
         if cfg.one_flow { " (one flow)" } else { "" },
         cfg.burst,
         cfg.credit,

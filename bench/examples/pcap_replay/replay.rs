@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowline::distributor::{self, Config};
+use flowline::distributor::{self, Config, StageType};
 use flowline::topology;
 
 use super::frames::{parse_frame, Capture, Ingest};
@@ -24,6 +24,8 @@ pub struct Pkt {
     pub lap: u32,
     /// The TCP sequence number the worker parsed (valid when `tcp`).
     pub seq: u32,
+    /// Its stage, in a pipeline (`stages`; 0 otherwise).
+    pub stage: u8,
     pub tcp: bool,
     /// The worker's RSS hash agreed with the tag.
     pub rss_ok: bool,
@@ -43,6 +45,48 @@ pub struct ReplayConfig {
     /// Every frame is tagged as one flow (an elephant): an atomic distributor then keeps
     /// it on one worker, an ordered one spreads it.
     pub one_flow: bool,
+    /// A pipeline (`distributor::new_pipeline`) of these stages: the workers parse a frame
+    /// at the first and move it on, stage by stage.
+    pub stages: Option<Stages>,
+}
+
+/// A pipeline's stages: atomic and ordered ones only (a parallel stage promises no order,
+/// and the replay checks capture order).
+#[derive(Clone, Copy, Debug)]
+pub struct Stages {
+    kinds: [StageType; 8],
+    n: u8,
+}
+
+impl Stages {
+    /// Parses letters `a` (atomic) and `o` (ordered), commas allowed: `oa`, `o,a,a`.
+    pub fn parse(list: &str) -> Result<Stages, String> {
+        let mut st = Stages {
+            kinds: [StageType::Atomic; 8],
+            n: 0,
+        };
+        for c in list.chars().filter(|&c| c != ',') {
+            let kind = match c {
+                'a' => StageType::Atomic,
+                'o' => StageType::Ordered,
+                'p' => return Err("--stages: a parallel stage promises no order, and the replay checks capture order".into()),
+                _ => return Err(format!("--stages: unknown stage type {c:?}; use a (atomic) or o (ordered)")),
+            };
+            if usize::from(st.n) == st.kinds.len() {
+                return Err("--stages: at most 8 stages".into());
+            }
+            st.kinds[usize::from(st.n)] = kind;
+            st.n += 1;
+        }
+        if st.n == 0 {
+            return Err("--stages: at least one stage".into());
+        }
+        Ok(st)
+    }
+
+    pub fn as_slice(&self) -> &[StageType] {
+        &self.kinds[..usize::from(self.n)]
+    }
 }
 
 /// Once a second (and at the end): progress for the live line.
@@ -109,7 +153,12 @@ pub fn replay(
         return Err("burst must be at least 1".into());
     }
     let config = Config::default().workers(cfg.workers).credit(cfg.credit);
-    if cfg.ordered {
+    if let Some(st) = cfg.stages {
+        let route = |p: &Pkt| (usize::from(p.stage), p.tag);
+        let (dist, workers) =
+            distributor::new_pipeline(config, st.as_slice(), route).map_err(|e| e.to_string())?;
+        drive(dist, workers, cap, ing, cfg, tick)
+    } else if cfg.ordered {
         let window = 4 * cfg.workers * cfg.credit;
         let (dist, workers) =
             distributor::new_ordered(config, window).map_err(|e| e.to_string())?;
@@ -132,6 +181,7 @@ fn drive<S: distributor::Schedule<Pkt>>(
 ) -> Result<Outcome, String> {
     let nf = cap.frames.len();
     let cpus = topology::available_cpus();
+    let last = cfg.stages.map_or(0, |s| s.n - 1);
     if cfg.pin {
         let _ = topology::pin_current_thread(0);
     }
@@ -151,13 +201,19 @@ fn drive<S: distributor::Schedule<Pkt>>(
                     if w.recv_burst_wait(&mut burst, 64, Duration::MAX).is_err() {
                         return; // the distributor is gone (no deadline: never a timeout)
                     }
-                    // The work: parse the frame's headers, as an L3/L4 stage would.
+                    // The work: parse the frame's headers, as an L3/L4 stage would (in a
+                    // pipeline, at the first stage; every stage moves it on to the next).
                     for p in burst.iter_mut() {
-                        let f = cap.frames[p.frame as usize];
-                        let parsed = parse_frame(f.link, cap.data(p.frame as usize));
-                        p.tcp = parsed.tcp_seq.is_some();
-                        p.seq = parsed.tcp_seq.unwrap_or(0);
-                        p.rss_ok = parsed.rss == p.rss;
+                        if p.stage == 0 {
+                            let f = cap.frames[p.frame as usize];
+                            let parsed = parse_frame(f.link, cap.data(p.frame as usize));
+                            p.tcp = parsed.tcp_seq.is_some();
+                            p.seq = parsed.tcp_seq.unwrap_or(0);
+                            p.rss_ok = parsed.rss == p.rss;
+                        }
+                        if p.stage < last {
+                            p.stage += 1;
+                        }
                     }
                     w.done_burst(&mut burst).unwrap();
                 }
@@ -182,6 +238,10 @@ fn drive<S: distributor::Schedule<Pkt>>(
         seen[w] |= b;
         if !p.rss_ok {
             o.rss_mismatches += 1;
+        }
+        if p.stage != last {
+            // Out of the pipeline before its last stage.
+            o.order_violations += 1;
         }
         let d = ing.dir_id[p.frame as usize];
         if d != u32::MAX {
@@ -228,6 +288,7 @@ fn drive<S: distributor::Schedule<Pkt>>(
                 frame,
                 lap,
                 seq: 0,
+                stage: 0,
                 tcp: false,
                 rss_ok: false,
             });
