@@ -123,7 +123,8 @@ where
         };
         // One turn of the backlog per priority level, highest first (one turn in all
         // when every stage has the same): each turn keeps the order of what stays.
-        for level in levels {
+        for turn in 0..levels.len().max(1) {
+            let level = levels.get(turn).copied();
             for _ in 0..self.backlog.len() {
                 let (p, k) = self.backlog.pop_front().expect("counted");
                 let stage = stage_of(k);
@@ -141,16 +142,17 @@ where
 }
 
 impl<T, R> Pipeline<T, R> {
-    /// The priority levels of a routing pass over the backlog, highest first (`None`: one
-    /// pass for every stage).
-    fn priority_levels(&self) -> Vec<Option<u8>> {
+    /// The priority levels of a routing pass over the backlog, highest first (none: one
+    /// turn for every stage).
+    fn priority_levels(&self) -> Vec<u8> {
         if !self.prioritized {
-            return vec![None];
+            // One turn for every stage, and no allocation.
+            return Vec::new();
         }
         let mut levels: Vec<u8> = self.stages.iter().map(|s| s.priority).collect();
         levels.sort_unstable_by(|a, b| b.cmp(a));
         levels.dedup();
-        levels.into_iter().map(Some).collect()
+        levels
     }
 
     /// The key a packet entering `stage` as a packet of flow `tag` is routed by.
