@@ -436,3 +436,39 @@ fn forwards_to_a_higher_priority_stage_are_placed_first() {
         assert_eq!(stages_in_order, expect, "priorities {prio_1} and {prio_2}");
     }
 }
+
+/// The user's `route` panicking while the distributor reads hand-backs (every route of a
+/// burst is asked before any packet moves): the panic reaches the caller, the packets of
+/// that burst leave through `collect` as handed back, and nothing is lost or counted twice.
+#[test]
+fn a_route_that_panics_on_a_hand_back_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fail = Arc::new(AtomicBool::new(false));
+    let f = Arc::clone(&fail);
+    let route = move |p: &Pkt| {
+        // Relaxed: one thread asks.
+        assert!(!f.load(Ordering::Relaxed), "route fails");
+        (p.0, p.1)
+    };
+    let c = Config::default().workers(1).credit(8);
+    let stages = [StageType::Atomic, StageType::Atomic];
+    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    d.distribute(&mut vec![(0, 1, 0), (0, 2, 0)]).unwrap();
+    let mut b = Vec::new();
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    for p in b.iter_mut() {
+        p.0 = 1;
+    }
+    ws[0].done_burst(&mut b).unwrap();
+    fail.store(true, Ordering::Relaxed);
+    assert!(catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new()))).is_err());
+    fail.store(false, Ordering::Relaxed);
+    let mut out = Vec::new();
+    d.collect(&mut out);
+    out.sort_unstable();
+    assert_eq!(out, [(1, 1, 0), (1, 2, 0)]);
+    assert_eq!(d.in_flight(), 0);
+    // The pipeline goes on.
+    d.distribute(&mut vec![(0, 3, 0)]).unwrap();
+    assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(1));
+}

@@ -44,26 +44,13 @@ where
             finished: false,
         };
         let slack = if self.publish_all { 0 } else { self.batch - 1 };
-        let Pipeline {
-            route,
-            stages,
-            flows,
-            blocked,
-            links,
-            ..
-        } = &mut self.sched;
-        let mut pass = Pass {
-            router: Router {
-                lanes: &mut self.lanes,
-                flows,
-                pick: self.pick,
-                credit: self.credit,
-                slack,
-            },
-            stages,
-            blocked,
-            links,
-        };
+        let (mut pass, route) = Pass::new(
+            &mut self.lanes,
+            &mut self.sched,
+            self.pick,
+            self.credit,
+            slack,
+        );
         input_pass(g, &mut pass, route, room);
         self.pick = pass.router.pick;
         let accepted = (len - pkts.len()) as u64;
@@ -102,25 +89,13 @@ where
         }
         let slack = self.slack();
         let levels = self.sched.priority_levels();
-        let Pipeline {
-            stages,
-            flows,
-            blocked,
-            links,
-            ..
-        } = &mut self.sched;
-        let mut pass = Pass {
-            router: Router {
-                lanes: &mut self.lanes,
-                flows,
-                pick: self.pick,
-                credit: self.credit,
-                slack,
-            },
-            stages,
-            blocked,
-            links,
-        };
+        let (mut pass, _) = Pass::new(
+            &mut self.lanes,
+            &mut self.sched,
+            self.pick,
+            self.credit,
+            slack,
+        );
         // One turn of the backlog per priority level, highest first (one turn in all
         // when every stage has the same): each turn keeps the order of what stays.
         for turn in 0..levels.len().max(1) {
@@ -173,7 +148,40 @@ struct Pass<'p, T> {
     links: &'p Links,
 }
 
-impl<T> Pass<'_, T> {
+impl<'p, T> Pass<'p, T> {
+    /// A pass over `lanes` with the schedule's stages, flows and links (and its `route`,
+    /// given back beside it), from the kept pick.
+    fn new<R>(
+        lanes: &'p mut [Lane<T>],
+        sched: &'p mut Pipeline<T, R>,
+        pick: Pick,
+        credit: u64,
+        slack: u64,
+    ) -> (Self, &'p mut R) {
+        let Pipeline {
+            route,
+            stages,
+            flows,
+            blocked,
+            links,
+            ..
+        } = sched;
+        let router = Router {
+            lanes,
+            flows,
+            pick,
+            credit,
+            slack,
+        };
+        let pass = Pass {
+            router,
+            stages,
+            blocked,
+            links,
+        };
+        (pass, route)
+    }
+
     /// The type of `stage`; a clear panic if there is no such stage.
     #[inline(always)]
     fn kind(&self, stage: usize) -> StageType {
