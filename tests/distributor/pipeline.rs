@@ -33,7 +33,7 @@ fn bad_stage_lists_are_refused() {
 }
 
 /// A packet whose route names no stage is a panic that names it; the packet stays with
-/// the caller, with those behind it.
+/// the caller, with those behind it, and the packets placed before it count as entries.
 #[test]
 fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
     let c = Config::default().workers(1).credit(8);
@@ -47,6 +47,14 @@ fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
     );
     assert_eq!(input, [(3, 1, 1), (0, 2, 0)]);
     assert_eq!(d.in_flight(), 1);
+    // The packet placed before the panic counts as an entry of its stage.
+    assert_eq!(d.stage_entries(), [1]);
+    // A run of one stage after another: each counted at its own stage.
+    let (mut d, _ws) =
+        distributor::new_pipeline(c, &[StageType::Atomic, StageType::Parallel], route).unwrap();
+    let mut input = vec![(0, 1, 0), (0, 2, 0), (1, 3, 0), (0, 4, 0), (1, 5, 0), (1, 6, 0)];
+    assert_eq!(d.distribute(&mut input), Ok(6));
+    assert_eq!(d.stage_entries(), [3, 3]);
 }
 
 /// A forward to an earlier stage is caught at the distributor; the packet is not lost (it

@@ -14,7 +14,7 @@ use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
 use crate::distributor::Distributor;
 
 use super::keys::{
-    bad_stage, check_move, key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ,
+    bad_stage, check_move, key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ, TAG_BITS,
 };
 use super::links::Links;
 use super::stage::{Leaving, Stage};
@@ -53,6 +53,7 @@ where
         );
         input_pass(g, &mut pass, route, room);
         self.pick = pass.router.pick;
+        drop(pass);
         let accepted = (len - pkts.len()) as u64;
         self.scratch = input;
         let mut delta = [0u64; 5];
@@ -109,10 +110,13 @@ where
                     self.backlog.push_back(p, k);
                 } else if let Err(p) = pass.place_key(p, stage, kind, k, true) {
                     self.backlog.push_back(p, k);
+                } else {
+                    pass.stages[stage].entered += 1;
                 }
             }
         }
         self.pick = pass.router.pick;
+        drop(pass);
     }
 }
 
@@ -146,6 +150,8 @@ struct Pass<'p, T> {
     stages: &'p mut [Stage<T>],
     blocked: &'p mut HashSet<u64, BuildHasherDefault<TagHasher>>,
     links: &'p Links,
+    /// The input packets entering one stage one after another.
+    run: Run,
 }
 
 impl<'p, T> Pass<'p, T> {
@@ -178,6 +184,7 @@ impl<'p, T> Pass<'p, T> {
             stages,
             blocked,
             links,
+            run: Run::NONE,
         };
         (pass, route)
     }
@@ -193,7 +200,7 @@ impl<'p, T> Pass<'p, T> {
 
     /// Places `p` at `stage` (of type `kind`) as a packet of flow `tag`, or gives it back:
     /// no credit, no room in an ordered stage's window, or (with `blocking`) an older
-    /// packet of its flow was refused in this pass.
+    /// packet of its flow was refused in this pass. The caller counts the stage's entry.
     #[inline(always)]
     fn place(
         &mut self,
@@ -221,7 +228,7 @@ impl<'p, T> Pass<'p, T> {
         k: u64,
         blocking: bool,
     ) -> Result<(), T> {
-        let placed = match kind {
+        match kind {
             StageType::Atomic => {
                 if blocking && !self.blocked.is_empty() && self.blocked.contains(&k) {
                     return Err(p);
@@ -245,13 +252,7 @@ impl<'p, T> Pass<'p, T> {
                 None => Err(p),
             },
             StageType::Ordered => self.place_ordered(p, stage, k),
-        };
-        if placed.is_ok() {
-            if let Some(s) = self.stages.get_mut(stage) {
-                s.entered += 1;
-            }
         }
-        placed
     }
 
     /// The least loaded active worker that serves `stage` and has credit.
@@ -315,6 +316,11 @@ impl<'p, T> Pass<'p, T> {
 /// The pass over new input: takes packets from `g` in order while fewer than `room` were
 /// taken, and places them or puts them back. The guard `g` ends here (what is left goes
 /// back onto the caller's input).
+///
+/// Consecutive packets entering the same stage are a run: its type is looked up and its
+/// entries counted once per run; while no packet was refused and every worker serves
+/// every stage, a run at an atomic stage goes through [`atomic_run`], the loop of a
+/// one-stage distributor.
 fn input_pass<T, R>(mut g: PutBack<'_, '_, T>, pass: &mut Pass<'_, T>, route: &mut R, room: usize)
 where
     R: FnMut(&T) -> (usize, u64),
@@ -322,6 +328,7 @@ where
     let mut placed = 0;
     // Until a packet is refused, no flow is blocked: no look at the blocked set.
     let mut blocking = false;
+    let direct = pass.links.all();
     while placed < room {
         let Some(first) = g.rest.as_slice().first() else {
             break;
@@ -329,11 +336,26 @@ where
         // Routed in place: if `route` panics (or names no stage), the packet is still in
         // the drain and goes back.
         let (stage, tag) = route(first);
-        let kind = pass.kind(stage);
+        if stage != pass.run.stage {
+            pass.start_run(stage);
+        }
+        let kind = pass.run.kind;
+        if direct && !blocking && kind == StageType::Atomic {
+            let (n, refused, next) = atomic_run(&mut g, pass, route, (stage, tag), room - placed);
+            placed += n;
+            blocking = refused;
+            if let Some(next) = next {
+                pass.start_run(next);
+            }
+            continue;
+        }
         let Some(p) = g.rest.next() else { break };
         g.next += 1;
         match pass.place(p, stage, kind, tag, blocking) {
-            Ok(()) => placed += 1,
+            Ok(()) => {
+                placed += 1;
+                pass.run.placed += 1;
+            }
             Err(p) => {
                 g.pkts.push(p);
                 blocking = true;
@@ -341,6 +363,117 @@ where
         }
     }
     g.finished = true;
+}
+
+/// Places packets of `g` at atomic stage `first.0` (the first packet's route is `first`)
+/// through the flow table, at most `room`, until one is refused (its key then blocked),
+/// the input ends, or one enters another stage (whose number it returns, its route asked
+/// again by the caller). Returns how many were placed, and whether one was refused.
+#[inline(always)]
+fn atomic_run<T, R>(
+    g: &mut PutBack<'_, '_, T>,
+    pass: &mut Pass<'_, T>,
+    route: &mut R,
+    first: (usize, u64),
+    room: usize,
+) -> (usize, bool, Option<usize>)
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    let (stage, mut tag) = first;
+    let Pass {
+        router,
+        blocked,
+        run,
+        ..
+    } = pass;
+    // What is placed counts as the run's entries when the run ends, panics included.
+    let mut placed = Entries {
+        n: 0,
+        run: &mut run.placed,
+    };
+    let at_stage = key(stage, 0);
+    let (mut refused, mut next) = (false, None);
+    loop {
+        let Some(p) = g.rest.next() else { break };
+        g.next += 1;
+        let k = at_stage | (tag & TAG_BITS);
+        if let Err(p) = router.route(p, k) {
+            blocked.insert(k);
+            g.pkts.push(p);
+            refused = true;
+            break;
+        }
+        placed.n += 1;
+        let Some(p) = g.rest.as_slice().first() else {
+            break;
+        };
+        if placed.n == room {
+            break;
+        }
+        // As in the caller: routed in place.
+        let (s, t) = route(p);
+        if s != stage {
+            next = Some(s);
+            break;
+        }
+        tag = t;
+    }
+    (placed.n, refused, next)
+}
+
+/// Packets an atomic run placed, added to the run's count when it ends.
+struct Entries<'a> {
+    n: usize,
+    run: &'a mut u64,
+}
+
+impl Drop for Entries<'_> {
+    fn drop(&mut self) {
+        *self.run += self.n as u64;
+    }
+}
+
+/// Consecutive input packets entering one stage.
+#[derive(Clone, Copy)]
+struct Run {
+    stage: usize,
+    kind: StageType,
+    /// How many of them were placed.
+    placed: u64,
+}
+
+impl Run {
+    const NONE: Run = Run {
+        stage: usize::MAX,
+        kind: StageType::Parallel,
+        placed: 0,
+    };
+}
+
+impl<T> Pass<'_, T> {
+    /// Counts the current run's placed packets as entries of its stage and starts a run at
+    /// `stage` (none: `usize::MAX`).
+    fn start_run(&mut self, stage: usize) {
+        if let Some(s) = self.stages.get_mut(self.run.stage) {
+            s.entered += self.run.placed;
+        }
+        self.run = Run::NONE;
+        if stage != usize::MAX {
+            self.run = Run {
+                stage,
+                kind: self.kind(stage),
+                placed: 0,
+            };
+        }
+    }
+}
+
+impl<T> Drop for Pass<'_, T> {
+    /// A pass cut short by a panic (the user's `route`) still counts what it placed.
+    fn drop(&mut self) {
+        self.start_run(usize::MAX);
+    }
 }
 
 /// The least loaded active worker of `lanes` that serves `stage` and has credit left.
