@@ -52,7 +52,14 @@ fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
     // A run of one stage after another: each counted at its own stage.
     let (mut d, _ws) =
         distributor::new_pipeline(c, &[StageType::Atomic, StageType::Parallel], route).unwrap();
-    let mut input = vec![(0, 1, 0), (0, 2, 0), (1, 3, 0), (0, 4, 0), (1, 5, 0), (1, 6, 0)];
+    let mut input = vec![
+        (0, 1, 0),
+        (0, 2, 0),
+        (1, 3, 0),
+        (0, 4, 0),
+        (1, 5, 0),
+        (1, 6, 0),
+    ];
     assert_eq!(d.distribute(&mut input), Ok(6));
     assert_eq!(d.stage_entries(), [3, 3]);
 }
