@@ -94,6 +94,11 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// allocated. It has read the return rings then (as every call does), and changed
     /// nothing else.
     ///
+    /// # Panics
+    ///
+    /// Never, unless this crate's own bookkeeping broke (a removed worker's lane without its
+    /// ring ends).
+    ///
     /// ```
     /// use flowline::distributor::{self, Config};
     /// let (mut d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();

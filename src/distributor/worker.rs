@@ -430,6 +430,11 @@ impl<T> Worker<T> {
     /// If `pkts` holds more packets than this worker holds, the surplus (the last ones)
     /// stays in `pkts` and the error says so; the others are handed back.
     ///
+    /// # Panics
+    ///
+    /// Never, unless this crate's own sizing broke (the return ring holds as many packets
+    /// as a worker may hold).
+    ///
     /// ```
     /// use flowline::distributor::{self, Config};
     /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();

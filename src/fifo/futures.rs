@@ -421,6 +421,11 @@ impl<C: sealed::Consumer> ItemStream<C> {
 
     /// The consumer back, with its registration (if any) withdrawn.
     ///
+    /// # Panics
+    ///
+    /// Never: the consumer is there from `into_stream` until this call, which consumes
+    /// the stream.
+    ///
     /// ```
     /// let (mut tx, rx) = flowline::fifo::mpsc::waitable::<u32>(4).unwrap();
     /// tx.push(5).unwrap();

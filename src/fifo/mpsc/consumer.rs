@@ -187,6 +187,8 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     #[inline(always)]
     #[must_use = "the item is dropped if it is not used"]
+    #[doc(alias = "try_recv")]
+    #[doc(alias = "recv")]
     pub fn pop(&mut self) -> Option<T> {
         if self.ready() == 0 {
             return None;
@@ -206,6 +208,11 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Takes the oldest item, or says why there is none: [`PopError::Empty`] for now, or
     /// [`PopError::Disconnected`] once every producer is gone and everything it pushed was taken.
     ///
+    /// # Errors
+    ///
+    /// [`PopError::Empty`] while the ring is empty; [`PopError::Disconnected`] once it is
+    /// empty and every producer is gone.
+    ///
     /// ```
     /// use flowline::fifo::PopError;
     /// let (mut tx, mut rx) = flowline::fifo::mpsc::channel::<u32>(4).unwrap();
@@ -214,6 +221,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.try_pop(), Ok(7));
     /// assert_eq!(rx.try_pop(), Err(PopError::Disconnected));
     /// ```
+    #[doc(alias = "try_recv")]
     pub fn try_pop(&mut self) -> Result<T, PopError> {
         if let Some(v) = self.pop() {
             return Ok(v);

@@ -204,6 +204,7 @@ const MAX_SLOTS: usize = 1 << 31;
 /// assert_eq!(tx.capacity(), 128);
 /// assert!(flowline::fifo::mpsc::channel::<u64>(0).is_err());
 /// ```
+#[doc(alias = "bounded")]
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
     build_with(capacity, 0, None)
 }

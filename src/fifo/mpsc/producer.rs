@@ -102,12 +102,18 @@ impl<T, W: WaitMode> Producer<T, W> {
 
     /// Appends `value`, or gives it back in [`PushError::Full`] if the ring is full.
     ///
+    /// # Errors
+    ///
+    /// [`PushError::Full`], holding `value`, when the ring has no free slot.
+    ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::mpsc::channel(1).unwrap();
     /// assert_eq!(tx.push(1), Ok(()));
     /// assert_eq!(tx.push(2), Err(flowline::fifo::PushError::Full(2)));
     /// ```
     #[inline]
+    #[doc(alias = "try_send")]
+    #[doc(alias = "send")]
     pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
         let (start, n) = self.reserve(1, true);
         if n == 0 {
@@ -255,6 +261,10 @@ impl<T, W: WaitMode> Producer<T, W> {
 
     /// Bulk from an exact-size iterator: all its items, or none (the iterator comes back).
     /// An iterator that yields fewer than its `len()` leaves the rest of its run empty.
+    ///
+    /// # Errors
+    ///
+    /// The iterator, not read, when its `len()` items do not fit.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::mpsc::channel::<Box<u8>>(2).unwrap();

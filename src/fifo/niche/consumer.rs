@@ -49,6 +49,8 @@ impl<T: Niche> Consumer<T> {
     /// ```
     #[inline]
     #[must_use = "the item is dropped if it is not used"]
+    #[doc(alias = "try_recv")]
+    #[doc(alias = "recv")]
     pub fn pop(&mut self) -> Option<T> {
         let raw = self.peek_raw(0)?;
         Some(self.take(raw))
@@ -56,6 +58,11 @@ impl<T: Niche> Consumer<T> {
 
     /// Takes the oldest item, or says why there is none: [`PopError::Empty`] for now, or
     /// [`PopError::Disconnected`] once the producer is gone and everything it pushed was taken.
+    ///
+    /// # Errors
+    ///
+    /// [`PopError::Empty`] while the ring is empty; [`PopError::Disconnected`] once it is
+    /// empty and the producer is gone.
     ///
     /// ```
     /// use flowline::fifo::PopError;
@@ -65,6 +72,7 @@ impl<T: Niche> Consumer<T> {
     /// assert_eq!(rx.try_pop(), Ok(&7));
     /// assert_eq!(rx.try_pop(), Err(PopError::Disconnected));
     /// ```
+    #[doc(alias = "try_recv")]
     pub fn try_pop(&mut self) -> Result<T, PopError> {
         if let Some(v) = self.pop() {
             return Ok(v);

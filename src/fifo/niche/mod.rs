@@ -17,8 +17,8 @@
 //! only when both ends work on it: a producer that is ahead of the consumer never reads a
 //! line the consumer writes, and neither end polls an index line the other end is
 //! rewriting. This is why single items move faster than through an index ring in every
-//! placement of the handles, and the round trip of one item is the same (see the README's
-//! results).
+//! placement of the handles, and the round trip of one item is no slower (the
+//! `spsc_pingpong` row of the repository's BENCHMARKS.md).
 //!
 //! What the design cannot do: items must have a niche (the [`Niche`] trait: zero is the
 //! empty mark), and neither end can know how many items are in the ring without reading
@@ -178,6 +178,7 @@ impl<T: Niche> Drop for Shared<T> {
 /// assert_eq!((tx.capacity(), rx.capacity()), (4, 4));
 /// assert_eq!(niche::channel::<Box<u64>>(0).unwrap_err(), CapacityError::Zero);
 /// ```
+#[doc(alias = "bounded")]
 pub fn channel<T: Niche>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
     let slots = CapacityError::slots_for(capacity, core::mem::size_of::<AtomicPtr<()>>())?;
     let array = SlotArray::new(slots).ok_or(CapacityError::AllocFailed {

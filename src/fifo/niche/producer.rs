@@ -99,6 +99,10 @@ impl<T: Niche> Producer<T> {
 
     /// Appends `value`, or gives it back in [`PushError::Full`] if the ring is full.
     ///
+    /// # Errors
+    ///
+    /// [`PushError::Full`], holding `value`, when the ring has no free slot.
+    ///
     /// ```
     /// use std::num::NonZeroU32;
     /// let (mut tx, _rx) = flowline::fifo::niche::channel::<NonZeroU32>(1).unwrap();
@@ -107,6 +111,8 @@ impl<T: Niche> Producer<T> {
     /// assert_eq!(tx.push(one), Err(flowline::fifo::PushError::Full(one)));
     /// ```
     #[inline]
+    #[doc(alias = "try_send")]
+    #[doc(alias = "send")]
     pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
         if !self.is_free(0) {
             return Err(PushError::Full(value));
@@ -251,6 +257,10 @@ impl<T: Niche> Producer<T> {
     /// nothing and gives the iterator back if `iter.len()` items do not fit. It is never
     /// read beyond `len()` items. Not all or nothing when the iterator breaks its promise:
     /// if it yields fewer items than `len()`, or panics, the items it gave are in.
+    ///
+    /// # Errors
+    ///
+    /// The iterator, not read, when its `len()` items do not fit.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::niche::channel::<Box<u8>>(2).unwrap();

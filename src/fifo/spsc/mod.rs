@@ -216,6 +216,7 @@ pub use futures::{PopBurstFuture, PopFuture, PushFuture};
 /// assert_eq!(tx.capacity(), 4);
 /// assert_eq!(rx.capacity(), 4);
 /// ```
+#[doc(alias = "bounded")]
 pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), CapacityError> {
     make(capacity, 0, None)
 }

@@ -59,12 +59,18 @@ impl<T, W: WaitMode> Producer<T, W> {
 
     /// Appends `value`, or gives it back in [`PushError::Full`] if the ring is full.
     ///
+    /// # Errors
+    ///
+    /// [`PushError::Full`], holding `value`, when the ring has no free slot.
+    ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::spsc::channel(1).unwrap();
     /// assert_eq!(tx.push(1), Ok(()));
     /// assert_eq!(tx.push(2), Err(flowline::fifo::PushError::Full(2)));
     /// ```
     #[inline]
+    #[doc(alias = "try_send")]
+    #[doc(alias = "send")]
     pub fn push(&mut self, value: T) -> Result<(), PushError<T>> {
         if self.free_for(1) == 0 {
             return Err(PushError::Full(value));
@@ -191,6 +197,10 @@ impl<T, W: WaitMode> Producer<T, W> {
     /// nothing and gives the iterator back if `iter.len()` items do not fit. If the iterator
     /// yields fewer items than its `len()` promised, those are stored; it is never read
     /// beyond `len()` items.
+    ///
+    /// # Errors
+    ///
+    /// The iterator, not read, when its `len()` items do not fit.
     ///
     /// ```
     /// let (mut tx, _rx) = flowline::fifo::spsc::channel::<Box<u8>>(2).unwrap();
