@@ -248,8 +248,14 @@ fn main() -> ExitCode {
         eprintln!("note: not pinned ({e})");
     }
     println!(
-        "pipeline: {} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; {} CPUs",
-        o.workers, flows, o.zipf, o.resched, o.drop, o.seconds, cpus
+        "pipeline: {}, {} flows (zipf {}), reschedule {}, drop {}, {} s; {} CPUs",
+        workers_text(o.workers, ""),
+        flows,
+        o.zipf,
+        o.resched,
+        o.drop,
+        o.seconds,
+        cpus
     );
     let threads: Vec<_> = workers
         .into_iter()
@@ -466,8 +472,9 @@ fn run_nodes(o: &Opts) -> ExitCode {
             .collect()
     };
     println!(
-        "pipeline: {n} nodes x {} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; node CPUs {:?} ({placement}; a node with one CPU runs its workers on its own thread)",
-        o.workers, flows, o.zipf, o.resched, o.drop, o.seconds, cpus_of
+        "pipeline: {n} nodes x {}, {} flows (zipf {}), reschedule {}, drop {}, {} s; node CPUs {:?} ({placement}; a node with one CPU runs its workers on its own thread)",
+        workers_text(o.workers, ""),
+        flows, o.zipf, o.resched, o.drop, o.seconds, cpus_of
     );
     let resched_cut = (o.resched * u64::MAX as f64) as u64;
     let drop_cut = resched_cut.saturating_add((o.drop * u64::MAX as f64) as u64);
@@ -697,4 +704,10 @@ fn run_nodes(o: &Opts) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// "1 worker", "2 workers" (with `kind` before the noun: "2 ordered workers").
+fn workers_text(n: usize, kind: &str) -> String {
+    let noun = if n == 1 { "worker" } else { "workers" };
+    format!("{n} {kind}{noun}")
 }

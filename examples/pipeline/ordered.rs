@@ -96,9 +96,15 @@ pub(crate) fn run(o: &Opts, two_stage: bool) -> ExitCode {
         eprintln!("note: not pinned ({e})");
     }
     println!(
-        "pipeline: {} ordered{} workers, {} flows (zipf {}), reschedule {}, drop {}, {} s; {} CPUs",
-        o.workers,
-        if two_stage { " + atomic" } else { "" },
+        "pipeline: {}, {} flows (zipf {}), reschedule {}, drop {}, {} s; {} CPUs",
+        super::workers_text(
+            o.workers,
+            if two_stage {
+                "ordered + atomic "
+            } else {
+                "ordered "
+            }
+        ),
         o.flows,
         o.zipf,
         o.resched,
