@@ -1,5 +1,17 @@
 //! Assign-unless-equal: write a shared value only when it changes.
 //!
+//! # Example
+//!
+//! ```
+//! use core::sync::atomic::{AtomicBool, Ordering};
+//! use flowline::cell::AssignUnlessEqual;
+//!
+//! // A "notifications off" flag many cores read on every packet: only a change is written.
+//! let notify_off = AtomicBool::new(true);
+//! assert!(!notify_off.assign_unless_equal(true, Ordering::Release)); // unchanged: no store
+//! assert!(notify_off.assign_unless_equal(false, Ordering::Release)); // changed: stored
+//! ```
+//!
 //! A store to a cache line takes the line in exclusive state, invalidating every other
 //! core's copy, even when the stored value is the one already there. A field rewritten with
 //! an unchanged value on every packet (a status flag, a "last seen" index, a notification

@@ -16,41 +16,89 @@
 //! | [`wait`] | wait strategies (spin, spin then yield, spin then park) and blocking ring operations (`pop_wait`, `push_wait`, ...), and their async forms (`pop_async`, `push_async`, ...; feature `async`) | an idle consumer need not burn a core; a busy publisher pays one load of a line nobody writes, never a shared write |
 //! | [`topology`] | CPU count, pinning, current CPU | a migrating hot-path thread takes its cache with it; benchmarks need fixed placement |
 //!
+//! ## Install
+//!
+//! flowline is not on crates.io yet: depend on a checkout, or on its git repository with
+//! `git = "..."`:
+//!
+//! ```toml
+//! [dependencies]
+//! flowline = { path = "../flowline" }
+//! ```
+//!
 //! ## Features
 //!
 //! `std` (default): everything. Without it, with `alloc`: [`cell`], [`slot`] (without the
 //! timed waits), [`fifo`] (both rings) and [`counter`] (handles; handle-less adds share one
 //! shard). With neither: [`cell`] and [`slot`]. The distributor, the lockmeter and
-//! `topology` need `std` (threads, clocks, pinning).
+//! `topology` need `std` (threads, clocks, pinning). `async` (default): futures for the
+//! waitable rings and `wait::block_on`, no dependency. `stream`: `futures_core::Stream` for
+//! waitable consumers.
 //!
-//! ## Layers
-//!
-//! `sync` (the only place that chooses std or loom atomics) <- primitives (`cell`, `slot`,
-//! ...) <- `distributor`. Under `RUSTFLAGS="--cfg loom"` every primitive is built on loom's
-//! atomics and its protocols are model-checked by `tests/loom/`.
-//!
-//! ## Example
+//! ## A ring between two threads, moved in bursts
 //!
 //! ```
-//! use std::sync::Arc;
+//! use flowline::fifo::spsc;
+//!
+//! let (mut tx, mut rx) = spsc::channel::<u64>(1024).unwrap();
+//! let producer = std::thread::spawn(move || {
+//!     let mut next = 0;
+//!     while next < 10_000 {
+//!         let burst: Vec<u64> = (next..next + 32).collect();
+//!         next += tx.push_burst(&burst) as u64; // as many as fit: one index store
+//!     }
+//! });
+//! let (mut buf, mut expect) = ([0u64; 32], 0);
+//! while expect < 10_000 {
+//!     let n = rx.pop_burst(&mut buf); // one index store for the whole burst
+//!     for &v in &buf[..n] {
+//!         assert_eq!(v, expect);
+//!         expect += 1;
+//!     }
+//! }
+//! producer.join().unwrap();
+//! ```
+//!
+//! ## A distributor and its workers
+//!
+//! Packets of one flow never run on two workers at once and come back in order:
+//!
+//! ```
+//! # #[cfg(feature = "std")] {
 //! use std::time::Duration;
-//! use core::sync::atomic::{AtomicBool, Ordering};
-//! use flowline::cell::AssignUnlessEqual;
-//! use flowline::slot::{Signal, Slot};
+//! use flowline::distributor::{self, Config};
 //!
-//! // A "notifications off" flag many cores read on every packet: only a real change
-//! // dirties its line.
-//! let notify_off = AtomicBool::new(true);
-//! assert!(!notify_off.assign_unless_equal(true, Ordering::Release));
-//!
-//! // A worker signals "burst of 32 done" on its own line.
-//! const DONE: u8 = 1;
-//! let done = Arc::new(Slot::new(0));
-//! let d = Arc::clone(&done);
-//! std::thread::spawn(move || d.post_signal(Signal::pack(DONE, 32).unwrap()));
-//! let s = done.wait_for_flags(DONE, Duration::from_secs(5)).unwrap();
-//! assert_eq!(s.payload(), 32);
+//! // Packets are (flow, sequence); the flow is the tag.
+//! let (mut dist, workers) =
+//!     distributor::new(Config::default().workers(2).credit(64), |p: &(u64, u64)| p.0).unwrap();
+//! let threads: Vec<_> = workers
+//!     .into_iter()
+//!     .map(|mut w| {
+//!         std::thread::spawn(move || {
+//!             let mut burst = Vec::new();
+//!             while w.recv_burst_wait(&mut burst, 32, Duration::MAX).is_ok() {
+//!                 w.done_burst(&mut burst).unwrap(); // processed: hand them back
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! let mut input: Vec<(u64, u64)> = (0..1000).map(|i| (i % 7, i)).collect();
+//! let (mut out, timeout) = (Vec::new(), Duration::from_secs(10));
+//! while !input.is_empty() {
+//!     dist.distribute_wait(&mut input, timeout).unwrap(); // waits while no credit
+//!     dist.collect(&mut out);
+//! }
+//! while dist.in_flight() > 0 {
+//!     dist.collect_wait(&mut out, timeout).unwrap();
+//! }
+//! drop(dist); // the workers' waits end
+//! threads.into_iter().for_each(|t| t.join().unwrap());
+//! assert_eq!(out.len(), 1000);
+//! # }
 //! ```
+//!
+//! How the crate is built (its layers, where user code runs, where `unsafe` lives, how its
+//! protocols are model-checked) is in the repository's ARCHITECTURE.md.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]

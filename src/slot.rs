@@ -1,5 +1,23 @@
 //! Padded signalling slots: single-writer words on their own cache line.
 //!
+//! # Example
+//!
+//! ```
+//! # #[cfg(feature = "std")] {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use flowline::slot::{Signal, Slot};
+//!
+//! // A worker signals "burst of 32 done" on its own line.
+//! const DONE: u8 = 1;
+//! let done = Arc::new(Slot::new(0));
+//! let d = Arc::clone(&done);
+//! std::thread::spawn(move || d.post_signal(Signal::pack(DONE, 32).unwrap()));
+//! let s = done.wait_for_flags(DONE, Duration::from_secs(5)).unwrap();
+//! assert_eq!(s.payload(), 32);
+//! # }
+//! ```
+//!
 //! DPDK's distributor study found that moving packets through the per-worker buffers the
 //! distributor and its workers share made the distributor miss the LLC on half its loads at
 //! 16 cores: every packet pointer written into a shared line is a line the other side must

@@ -1,6 +1,53 @@
 //! The reference distributor: flow-affinity packet distribution built only from flowline's
 //! primitives, in the role of DPDK's `rte_distributor`.
 //!
+//! # Example
+//!
+//! Every thread here waits when it cannot go on (spins briefly, yields, then sleeps: see
+//! [`set_wait_strategy`](Distributor::set_wait_strategy)), so the program is as fast with
+//! more threads than cores as with fewer; [`distribute`](Distributor::distribute),
+//! [`collect`](Distributor::collect) and [`Worker::recv_burst`] are the forms that never
+//! wait, for a thread that polls other work too.
+//!
+//! ```
+//! use std::time::Duration;
+//! use flowline::distributor::{self, Config};
+//!
+//! // Packets are (flow, sequence) pairs; the flow is the tag.
+//! let (mut dist, workers) =
+//!     distributor::new(Config::default().workers(2).credit(64), |p: &(u64, u64)| p.0).unwrap();
+//! let threads: Vec<_> = workers
+//!     .into_iter()
+//!     .map(|mut w| {
+//!         std::thread::spawn(move || {
+//!             let mut burst = Vec::new();
+//!             // Ends with `Disconnected` once the distributor is dropped.
+//!             while w.recv_burst_wait(&mut burst, 32, Duration::MAX).is_ok() {
+//!                 for p in burst.drain(..) {
+//!                     w.done(p).unwrap();
+//!                 }
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! let mut input: Vec<(u64, u64)> = (0..1000).map(|i| (i % 7, i)).collect();
+//! let mut out = Vec::new();
+//! let timeout = Duration::from_secs(10);
+//! while !input.is_empty() {
+//!     // Waits while every worker that input needs is out of credit.
+//!     dist.distribute_wait(&mut input, timeout).unwrap();
+//!     dist.collect(&mut out);
+//! }
+//! while dist.in_flight() > 0 {
+//!     dist.collect_wait(&mut out, timeout).unwrap();
+//! }
+//! assert_eq!(out.len(), 1000);
+//! drop(dist); // workers see Disconnected and exit
+//! for t in threads {
+//!     t.join().unwrap();
+//! }
+//! ```
+//!
 //! One [`Distributor`] (used by one thread) routes packets to N [`Worker`]s (one per worker
 //! thread). Every packet has a flow tag (a full `u64`, from a closure you give), and:
 //!
@@ -85,53 +132,6 @@
 //!
 //! Remote index lines are read only when the cached copy says full or empty, and a control
 //! ring's tail (read every call) moves only when its worker posts an entry.
-//!
-//! # Example
-//!
-//! Every thread here waits when it cannot go on (spins briefly, yields, then sleeps: see
-//! [`set_wait_strategy`](Distributor::set_wait_strategy)), so the program is as fast with
-//! more threads than cores as with fewer; [`distribute`](Distributor::distribute),
-//! [`collect`](Distributor::collect) and [`Worker::recv_burst`] are the forms that never
-//! wait, for a thread that polls other work too.
-//!
-//! ```
-//! use std::time::Duration;
-//! use flowline::distributor::{self, Config};
-//!
-//! // Packets are (flow, sequence) pairs; the flow is the tag.
-//! let (mut dist, workers) =
-//!     distributor::new(Config::default().workers(2).credit(64), |p: &(u64, u64)| p.0).unwrap();
-//! let threads: Vec<_> = workers
-//!     .into_iter()
-//!     .map(|mut w| {
-//!         std::thread::spawn(move || {
-//!             let mut burst = Vec::new();
-//!             // Ends with `Disconnected` once the distributor is dropped.
-//!             while w.recv_burst_wait(&mut burst, 32, Duration::MAX).is_ok() {
-//!                 for p in burst.drain(..) {
-//!                     w.done(p).unwrap();
-//!                 }
-//!             }
-//!         })
-//!     })
-//!     .collect();
-//! let mut input: Vec<(u64, u64)> = (0..1000).map(|i| (i % 7, i)).collect();
-//! let mut out = Vec::new();
-//! let timeout = Duration::from_secs(10);
-//! while !input.is_empty() {
-//!     // Waits while every worker that input needs is out of credit.
-//!     dist.distribute_wait(&mut input, timeout).unwrap();
-//!     dist.collect(&mut out);
-//! }
-//! while dist.in_flight() > 0 {
-//!     dist.collect_wait(&mut out, timeout).unwrap();
-//! }
-//! assert_eq!(out.len(), 1000);
-//! drop(dist); // workers see Disconnected and exit
-//! for t in threads {
-//!     t.join().unwrap();
-//! }
-//! ```
 
 mod admission;
 mod atomic;

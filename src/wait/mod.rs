@@ -1,6 +1,28 @@
 //! Waiting without burning a core: wait strategies, and the sleeper / notify protocol the
 //! rings use for their blocking operations (`pop_wait`, `push_wait`, ...).
 //!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use flowline::fifo::spsc;
+//! use flowline::wait::{WaitError, WaitStrategy};
+//!
+//! let (mut tx, mut rx) = spsc::waitable::<u64>(64).unwrap();
+//! rx.set_wait_strategy(WaitStrategy::SpinPark { spins: 64, yields: 4 });
+//! let t = std::thread::spawn(move || {
+//!     for i in 0..1000 {
+//!         tx.push_wait(i, Duration::from_secs(10)).unwrap();
+//!     }
+//! });
+//! for i in 0..1000 {
+//!     assert_eq!(rx.pop_wait(Duration::from_secs(10)), Ok(i));
+//! }
+//! t.join().unwrap();
+//! // The producer is gone and the ring is empty: the wait ends at once.
+//! assert_eq!(rx.pop_wait(Duration::from_secs(10)), Err(WaitError::Disconnected));
+//! ```
+//!
 //! # What a busy ring pays
 //!
 //! Only rings made waitable pay anything: [`spsc::waitable`](crate::fifo::spsc::waitable)
@@ -85,26 +107,6 @@
 //! again) run before anything is taken or counted, and a panic there comes out of that
 //! poll, leaving the ring and the future's item as they were. Containing it would leave
 //! the task pending with no wake to come.
-//!
-//! ```
-//! use std::time::Duration;
-//! use flowline::fifo::spsc;
-//! use flowline::wait::{WaitError, WaitStrategy};
-//!
-//! let (mut tx, mut rx) = spsc::waitable::<u64>(64).unwrap();
-//! rx.set_wait_strategy(WaitStrategy::SpinPark { spins: 64, yields: 4 });
-//! let t = std::thread::spawn(move || {
-//!     for i in 0..1000 {
-//!         tx.push_wait(i, Duration::from_secs(10)).unwrap();
-//!     }
-//! });
-//! for i in 0..1000 {
-//!     assert_eq!(rx.pop_wait(Duration::from_secs(10)), Ok(i));
-//! }
-//! t.join().unwrap();
-//! // The producer is gone and the ring is empty: the wait ends at once.
-//! assert_eq!(rx.pop_wait(Duration::from_secs(10)), Err(WaitError::Disconnected));
-//! ```
 
 use core::fmt;
 use std::time::{Duration, Instant};

@@ -1,5 +1,49 @@
 //! One distributor per NUMA node, bridged by SPSC rings that move bursts between nodes.
 //!
+//! # Example
+//!
+//! ```
+//! use flowline::distributor::nodes::{self, NodesConfig};
+//!
+//! // Two nodes, one worker each; packets are (flow, sequence) and the flow is the tag.
+//! let cfg = NodesConfig::default().nodes(2).workers_per_node(1).credit(64).bridge(256);
+//! let layout = nodes::new(cfg, |p: &(u64, u64)| p.0).unwrap();
+//! let threads: Vec<_> = layout
+//!     .into_iter()
+//!     .map(|(mut node, workers)| {
+//!         std::thread::spawn(move || {
+//!             let worker_threads: Vec<_> = workers
+//!                 .into_iter()
+//!                 .map(|mut w| {
+//!                     std::thread::spawn(move || {
+//!                         let mut b = Vec::new();
+//!                         while w.recv_burst_wait(&mut b, 32, std::time::Duration::MAX).is_ok() {
+//!                             w.done_burst(&mut b).unwrap();
+//!                         }
+//!                     })
+//!                 })
+//!                 .collect();
+//!             // Each node's own input: 500 packets of 10 flows, entering here.
+//!             let base = node.id() as u64 * 1000;
+//!             let mut input: Vec<(u64, u64)> = (0..500).map(|i| (i % 10, base + i)).collect();
+//!             let mut out = Vec::new();
+//!             while !input.is_empty() {
+//!                 node.distribute(&mut input).unwrap();
+//!                 node.collect(&mut out);
+//!             }
+//!             node.flush(&mut out, std::time::Duration::from_secs(30)).unwrap();
+//!             drop(node);
+//!             for t in worker_threads {
+//!                 t.join().unwrap();
+//!             }
+//!             out.len()
+//!         })
+//!     })
+//!     .collect();
+//! let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+//! assert_eq!(total, 1000);
+//! ```
+//!
 //! A distributor whose workers span two sockets misses the last-level cache on a third to
 //! half of its loads once the workers are on both (DPDK's distributor study); its
 //! maintainers' fix is a distributor per socket, with a ring that moves large bursts of
@@ -62,48 +106,6 @@
 //! packet lines and **one** index line (its tail); per source read, **one** index line (its
 //! head, released by the burst read); plus the node's own progress line when its counts
 //! changed (stores to a line read by nobody while nobody flushes: no transfer).
-//!
-//! ```
-//! use flowline::distributor::nodes::{self, NodesConfig};
-//!
-//! // Two nodes, one worker each; packets are (flow, sequence) and the flow is the tag.
-//! let cfg = NodesConfig::default().nodes(2).workers_per_node(1).credit(64).bridge(256);
-//! let layout = nodes::new(cfg, |p: &(u64, u64)| p.0).unwrap();
-//! let threads: Vec<_> = layout
-//!     .into_iter()
-//!     .map(|(mut node, workers)| {
-//!         std::thread::spawn(move || {
-//!             let worker_threads: Vec<_> = workers
-//!                 .into_iter()
-//!                 .map(|mut w| {
-//!                     std::thread::spawn(move || {
-//!                         let mut b = Vec::new();
-//!                         while w.recv_burst_wait(&mut b, 32, std::time::Duration::MAX).is_ok() {
-//!                             w.done_burst(&mut b).unwrap();
-//!                         }
-//!                     })
-//!                 })
-//!                 .collect();
-//!             // Each node's own input: 500 packets of 10 flows, entering here.
-//!             let base = node.id() as u64 * 1000;
-//!             let mut input: Vec<(u64, u64)> = (0..500).map(|i| (i % 10, base + i)).collect();
-//!             let mut out = Vec::new();
-//!             while !input.is_empty() {
-//!                 node.distribute(&mut input).unwrap();
-//!                 node.collect(&mut out);
-//!             }
-//!             node.flush(&mut out, std::time::Duration::from_secs(30)).unwrap();
-//!             drop(node);
-//!             for t in worker_threads {
-//!                 t.join().unwrap();
-//!             }
-//!             out.len()
-//!         })
-//!     })
-//!     .collect();
-//! let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
-//! assert_eq!(total, 1000);
-//! ```
 
 use core::fmt;
 use std::sync::Arc;

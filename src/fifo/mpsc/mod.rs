@@ -1,5 +1,38 @@
 //! Bounded multi-producer single-consumer ring.
 //!
+//! # Example
+//!
+//! ```
+//! use flowline::fifo::mpsc;
+//!
+//! let (tx, mut rx) = mpsc::channel::<(u32, u32)>(1024).unwrap();
+//! let producers: Vec<_> = (0..2)
+//!     .map(|p| {
+//!         let mut tx = tx.clone();
+//!         std::thread::spawn(move || {
+//!             for i in 0..1000 {
+//!                 while tx.push((p, i)).is_err() {
+//!                     std::hint::spin_loop();
+//!                 }
+//!             }
+//!         })
+//!     })
+//!     .collect();
+//! drop(tx);
+//! let mut next = [0u32; 2];
+//! let mut got = 0;
+//! while got < 2000 {
+//!     if let Some((p, i)) = rx.pop() {
+//!         assert_eq!(i, next[p as usize]); // per-producer order holds
+//!         next[p as usize] += 1;
+//!         got += 1;
+//!     }
+//! }
+//! for p in producers {
+//!     p.join().unwrap();
+//! }
+//! ```
+//!
 //! Producers reserve runs of slots with one compare-and-swap on a shared tail, as in DPDK's
 //! multi-producer `rte_ring`, but each run is published by its own descriptor rather than
 //! in reservation order, so a producer stalled between reserving and publishing holds up
@@ -97,39 +130,6 @@
 //! (2^31 slots; over a minute of nothing else at 10 ns each) and 2^54 on a 1024-slot
 //! ring (centuries). On 32-bit targets the 32-bit counters of the first version wrapped
 //! in seconds; these do not.
-//!
-//! # Example
-//!
-//! ```
-//! use flowline::fifo::mpsc;
-//!
-//! let (tx, mut rx) = mpsc::channel::<(u32, u32)>(1024).unwrap();
-//! let producers: Vec<_> = (0..2)
-//!     .map(|p| {
-//!         let mut tx = tx.clone();
-//!         std::thread::spawn(move || {
-//!             for i in 0..1000 {
-//!                 while tx.push((p, i)).is_err() {
-//!                     std::hint::spin_loop();
-//!                 }
-//!             }
-//!         })
-//!     })
-//!     .collect();
-//! drop(tx);
-//! let mut next = [0u32; 2];
-//! let mut got = 0;
-//! while got < 2000 {
-//!     if let Some((p, i)) = rx.pop() {
-//!         assert_eq!(i, next[p as usize]); // per-producer order holds
-//!         next[p as usize] += 1;
-//!         got += 1;
-//!     }
-//! }
-//! for p in producers {
-//!     p.join().unwrap();
-//! }
-//! ```
 
 use core::fmt;
 use core::marker::PhantomData;

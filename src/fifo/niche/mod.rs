@@ -2,6 +2,32 @@
 //! pointer: packet pointers (`Box<T>`, `NonNull<T>`, `&T`, `Arc<T>`) and non-zero
 //! integers (handles, buffer indices plus one).
 //!
+//! # Example
+//!
+//! ```
+//! use flowline::fifo::niche;
+//!
+//! struct Packet { flow: u32, len: u16 }
+//! let (mut tx, mut rx) = niche::channel::<Box<Packet>>(1024).unwrap();
+//! let t = std::thread::spawn(move || {
+//!     for flow in 0..10_000u32 {
+//!         let mut p = Box::new(Packet { flow, len: 64 });
+//!         while let Err(back) = tx.push(p) {
+//!             p = back.into_inner(); // full: try again
+//!             std::hint::spin_loop();
+//!         }
+//!     }
+//! });
+//! let mut next = 0;
+//! while next < 10_000 {
+//!     if let Some(p) = rx.pop() {
+//!         assert_eq!((p.flow, p.len), (next, 64));
+//!         next += 1;
+//!     }
+//! }
+//! t.join().unwrap();
+//! ```
+//!
 //! [`channel`] makes a ring and returns its two ends, a [`Producer`] and a [`Consumer`]:
 //! each `Send` when the item type is (so a ring of `NonNull<T>`, which is not `Send`,
 //! crosses threads only inside a wrapper of your own that promises it may), neither
@@ -50,32 +76,6 @@
 //! case of a pipeline stage passing packet pointers), where it is faster than an index
 //! ring in every placement; [`spsc`](super::spsc) for bursts of plain values, chunks, and
 //! items without a niche (see the README's results for both).
-//!
-//! # Example
-//!
-//! ```
-//! use flowline::fifo::niche;
-//!
-//! struct Packet { flow: u32, len: u16 }
-//! let (mut tx, mut rx) = niche::channel::<Box<Packet>>(1024).unwrap();
-//! let t = std::thread::spawn(move || {
-//!     for flow in 0..10_000u32 {
-//!         let mut p = Box::new(Packet { flow, len: 64 });
-//!         while let Err(back) = tx.push(p) {
-//!             p = back.into_inner(); // full: try again
-//!             std::hint::spin_loop();
-//!         }
-//!     }
-//! });
-//! let mut next = 0;
-//! while next < 10_000 {
-//!     if let Some(p) = rx.pop() {
-//!         assert_eq!((p.flow, p.len), (next, 64));
-//!         next += 1;
-//!     }
-//! }
-//! t.join().unwrap();
-//! ```
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -1,5 +1,30 @@
 //! Bounded single-producer single-consumer ring.
 //!
+//! # Example
+//!
+//! ```
+//! use flowline::fifo::spsc;
+//!
+//! let (mut tx, mut rx) = spsc::channel::<u64>(1024).unwrap();
+//! let t = std::thread::spawn(move || {
+//!     let packets: Vec<u64> = (0..10_000).collect();
+//!     let mut sent = 0;
+//!     while sent < packets.len() {
+//!         sent += tx.push_burst(&packets[sent..(sent + 32).min(packets.len())]);
+//!     }
+//! });
+//! let mut buf = [0u64; 32];
+//! let mut next = 0;
+//! while next < 10_000 {
+//!     let n = rx.pop_burst(&mut buf);
+//!     for &p in &buf[..n] {
+//!         assert_eq!(p, next);
+//!         next += 1;
+//!     }
+//! }
+//! t.join().unwrap();
+//! ```
+//!
 //! Lamport's ring buffer with free-running indices, each end keeping a private copy of the
 //! other end's index and reloading it only when that copy says full or empty (the cached
 //! indices of MCRingBuffer and FastForward, as rtrb and DPDK's single-producer
@@ -123,31 +148,6 @@
 //! size a read asks for, not what it finds, decides), and only with the cached view used
 //! up; [`wait_for_items`](Consumer::wait_for_items) never pauses. It is the
 //! consumer's own state: no shared write, nothing in the ring's protocol changes.
-//!
-//! # Example
-//!
-//! ```
-//! use flowline::fifo::spsc;
-//!
-//! let (mut tx, mut rx) = spsc::channel::<u64>(1024).unwrap();
-//! let t = std::thread::spawn(move || {
-//!     let packets: Vec<u64> = (0..10_000).collect();
-//!     let mut sent = 0;
-//!     while sent < packets.len() {
-//!         sent += tx.push_burst(&packets[sent..(sent + 32).min(packets.len())]);
-//!     }
-//! });
-//! let mut buf = [0u64; 32];
-//! let mut next = 0;
-//! while next < 10_000 {
-//!     let n = rx.pop_burst(&mut buf);
-//!     for &p in &buf[..n] {
-//!         assert_eq!(p, next);
-//!         next += 1;
-//!     }
-//! }
-//! t.join().unwrap();
-//! ```
 
 use core::fmt;
 use core::marker::PhantomData;
