@@ -461,6 +461,7 @@ mod pick_tests {
     use crossbeam_utils::CachePadded;
 
     use super::super::protocol::lane_pair;
+    use super::super::rejoin::RejoinDesk;
     use super::{Lane, Pick, Router};
     use crate::wait::Sleepers;
 
@@ -478,8 +479,9 @@ mod pick_tests {
     fn kept_pick_against_fresh_scans(slack: u64) {
         const CREDIT: u64 = 16;
         let wake = Arc::new(CachePadded::new(Sleepers::new()));
+        let desk = Arc::new(RejoinDesk::new(&wake));
         let mut lanes: Vec<Lane<u64>> = (0..4)
-            .map(|id| lane_pair(id, CREDIT as usize, &wake).unwrap().0)
+            .map(|id| lane_pair(id, CREDIT as usize, &wake, &desk).unwrap().0)
             .collect();
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut rand = move || {
@@ -612,6 +614,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// `new_input` packets: its clock ticks, and it publishes and reads everything unless
     /// the input is a batch or more (a lighter load is served at once: latency first).
     pub(crate) fn begin_call(&mut self, new_input: usize) {
+        self.serve_rejoins();
         self.calls = self.calls.wrapping_add(1);
         self.publish_all = (new_input as u64) < self.batch;
         self.collected = false;

@@ -47,6 +47,11 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// The ring ends of worker `id`, which left (after reading the return rings).
     fn take_parked(&mut self, id: usize) -> Result<Parked<T>, JoinError> {
         self.poll_returns();
+        self.take_parked_read(id)
+    }
+
+    /// The ring ends of worker `id`, which left, as the return rings read so far say.
+    pub(super) fn take_parked_read(&mut self, id: usize) -> Result<Parked<T>, JoinError> {
         let lane = match self.lanes.get_mut(id) {
             Some(l) if !l.removed => l,
             _ => return Err(JoinError::NoSuchWorker(id)),
@@ -58,7 +63,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 
     /// Lane `id` gets a worker again, with these ring ends; the registry says so.
-    fn activate(&mut self, id: usize, mut parked: Parked<T>) -> Worker<T> {
+    pub(super) fn activate(&mut self, id: usize, mut parked: Parked<T>) -> Worker<T> {
         let lane = &mut self.lanes[id];
         lane.active = true;
         lane.removed = false;
@@ -135,7 +140,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             return Err(ConfigError::TooManyWorkers(MAX_WORKERS + 1));
         }
         let id = self.lanes.len();
-        let (lane, worker) = lane_pair(id, self.credit as usize, &self.wake)?;
+        let (lane, worker) = lane_pair(id, self.credit as usize, &self.wake, &self.desk)?;
         self.lanes.push(lane);
         self.active += 1;
         self.publish_roster();

@@ -149,6 +149,7 @@ mod ownership;
 mod pipeline;
 mod protocol;
 mod registry;
+mod rejoin;
 mod reorder;
 mod returns;
 mod schedule;
@@ -166,6 +167,7 @@ use crossbeam_utils::CachePadded;
 
 use protocol::lane_pair;
 pub use registry::{WorkerInfo, WorkerRegistry};
+use rejoin::RejoinDesk;
 use worker::WORKER_FIELDS;
 pub use worker::{Disconnected, NotHeld, Ticket, Worker, WORKER_STATS};
 
@@ -179,6 +181,7 @@ pub use config::{
 use lanes::{roster_of, Lane, Pick};
 pub use ordered::{new_ordered, Ordered};
 pub use pipeline::{new_pipeline, Pipeline, PipelineError, StageType, MAX_STAGES};
+pub use rejoin::{RejoinError, RejoinToken};
 pub use reorder::MAX_WINDOW;
 pub use schedule::Schedule;
 pub use stats::DISTRIBUTOR_STATS;
@@ -219,6 +222,8 @@ pub struct Distributor<T, S = Atomic<BoxTag<T>>> {
     /// Where a sleeping [`flush`](Distributor::flush) waits: every worker notifies it after
     /// each hand-back (done, drop, reschedule, leave).
     wake: Arc<CachePadded<Sleepers>>,
+    /// Where the workers' re-join tokens post their requests.
+    desk: Arc<RejoinDesk>,
     /// The flush's first and longest nap.
     naps: (Duration, Duration),
     /// How [`distribute_wait`](Distributor::distribute_wait) and
@@ -319,11 +324,12 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         // (the waitable packet rings below would do it too; this does not rely on them).
         crate::wait::register();
         let wake = Arc::new(CachePadded::new(Sleepers::new()));
+        let desk = Arc::new(RejoinDesk::new(&wake));
         let stats_group = Arc::new(CounterGroup::new(DISTRIBUTOR_STATS, 1));
         let mut lanes = Vec::with_capacity(config.workers);
         let mut workers = Vec::with_capacity(config.workers);
         for id in 0..config.workers {
-            let (lane, worker) = lane_pair(id, config.credit, &wake)?;
+            let (lane, worker) = lane_pair(id, config.credit, &wake, &desk)?;
             lanes.push(lane);
             workers.push(worker);
         }
@@ -344,6 +350,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             registry,
             removed_totals: [0; WORKER_FIELDS],
             wake,
+            desk,
             naps: (Duration::from_millis(1), Duration::from_millis(8)),
             strategy: WaitStrategy::default(),
             batch: 1,
@@ -484,6 +491,9 @@ impl<T, F, A> Distributor<T, Atomic<F, A>> {
 /// [`Disconnected`] once they took it).
 impl<T, S> Drop for Distributor<T, S> {
     fn drop(&mut self) {
+        // Tokens waiting for a re-join stop waiting.
+        self.desk
+            .close(self.lanes.iter().map(|l| Arc::clone(&l.control)));
         for lane in &mut self.lanes {
             if !lane.staged.is_empty() {
                 // Fits: the ring holds `credit` slots, and staged packets are within the

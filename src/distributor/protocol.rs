@@ -13,6 +13,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::rejoin::{RejoinDesk, Request};
+
 use crossbeam_utils::CachePadded;
 
 use super::config::ConfigError;
@@ -88,6 +90,10 @@ pub(crate) struct Parked<T> {
 /// Per-worker state shared with the distributor on the cold path only (leave / join).
 pub(crate) struct Control<T> {
     pub(crate) parked: Mutex<Option<Parked<T>>>,
+    /// A re-join asked for from the worker's thread ([`RejoinToken`](super::rejoin::RejoinToken)) and its answer.
+    pub(crate) rejoin: Request<T>,
+    /// The distributor's side of every request.
+    pub(crate) desk: Arc<RejoinDesk>,
 }
 
 /// The word and bit of stream position `pos` in a bitmap of `words` 64-bit words (a power
@@ -105,6 +111,7 @@ pub(super) fn lane_pair<T>(
     id: usize,
     credit: usize,
     wake: &Arc<CachePadded<Sleepers>>,
+    desk: &Arc<RejoinDesk>,
 ) -> Result<(Lane<T>, Worker<T>), ConfigError> {
     let (tx, mut wrx) = spsc::waitable(credit).map_err(ConfigError::AllocFailed)?;
     wrx.set_polite(crate::fifo::spsc::PolitePolling::Off);
@@ -126,6 +133,8 @@ pub(super) fn lane_pair<T>(
     let lane_bits = zeroed_words(words, words * 64)?;
     let control = Arc::new(Control {
         parked: Mutex::new(None),
+        rejoin: Request::new(),
+        desk: Arc::clone(desk),
     });
     let stats = Arc::new(CounterGroup::new(WORKER_STATS, 1));
     let worker = Worker {

@@ -202,6 +202,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// assert_eq!(out, [1, 2]);
     /// ```
     pub fn collect(&mut self, out: &mut Vec<T>) -> usize {
+        self.serve_rejoins();
         if self.returned.is_empty() {
             if self.publish_all {
                 self.poll_returns();

@@ -268,9 +268,11 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
 
     /// The sleeping side's re-check (read-only): whether anything was read from the
     /// return rings since the last decision to wait, or a worker has handed something back
-    /// that no read has taken yet.
+    /// that no read has taken yet, or a worker's token asks to re-join (which the next
+    /// call serves).
     pub(crate) fn handed_back(&self) -> bool {
         self.handback_seq() != self.wait_mark
+            || self.rejoin_asked()
             || self
                 .lanes
                 .iter()

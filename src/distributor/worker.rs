@@ -10,6 +10,7 @@ mod stats;
 mod tickets;
 
 use super::protocol::{Control, Parked, Ret};
+use super::rejoin::RejoinToken;
 pub(crate) use stats::WORKER_FIELDS;
 pub use stats::WORKER_STATS;
 use stats::{DROPPED, LOST, RECEIVED, REDISTRIBUTED, RESCHEDULED, RETURNED};
@@ -151,6 +152,15 @@ impl<T> Worker<T> {
     #[must_use]
     pub fn id(&self) -> usize {
         self.id
+    }
+
+    /// A token that re-joins this worker from any thread once it has left (see
+    /// [`RejoinToken::rejoin`]): the worker's own thread can [`leave`](Self::leave) and come
+    /// back without a handshake with the distributor's thread, which hands the new handle
+    /// over in its next call.
+    #[must_use]
+    pub fn rejoin_token(&self) -> RejoinToken<T> {
+        RejoinToken::new(self.id, Arc::clone(&self.control))
     }
 
     /// Packets received and not yet handed back.

@@ -17,6 +17,7 @@ mod nodes_steps;
 mod nodes_threads;
 mod ordered;
 mod pipeline;
+mod rejoin;
 mod routing_and_panics;
 mod wait_progress;
 mod waits;
