@@ -222,9 +222,13 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         }
         // The leaves are read before any request is looked at. If user code panics in
         // this poll, the flag goes up again and a later call serves the requests.
-        let again = Repend(Arc::clone(&self.desk));
+        let mut again = Repend {
+            desk: Arc::clone(&self.desk),
+            armed: true,
+        };
         self.poll_returns();
-        core::mem::forget(again);
+        again.armed = false;
+        drop(again);
         for id in 0..self.lanes.len() {
             let control = Arc::clone(&self.lanes[id].control);
             let mut state = control.rejoin.lock();
@@ -257,13 +261,18 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 }
 
-/// Raises the desk's flag again when dropped (by a panic in the poll before the requests
-/// are served).
-struct Repend(Arc<RejoinDesk>);
+/// Raises the desk's flag again when dropped armed (by a panic in the poll before the
+/// requests are served).
+struct Repend {
+    desk: Arc<RejoinDesk>,
+    armed: bool,
+}
 
 impl Drop for Repend {
     fn drop(&mut self) {
-        self.0.pending.store(true, Ordering::Release);
+        if self.armed {
+            self.desk.pending.store(true, Ordering::Release);
+        }
     }
 }
 
