@@ -256,15 +256,39 @@ macro_rules! async_ends {
 #[cfg(feature = "async")]
 pub(crate) use async_ends;
 
+/// The error of a write into a ring whose consumer is gone: `BrokenPipe`, as a pipe's.
+pub(crate) fn consumer_gone(ring: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        format!("the {ring} ring's consumer is gone: nothing written now would be read"),
+    )
+}
+
+/// The error of a blocking write or read from its wait's error: the consumer gone
+/// (`BrokenPipe`), or a deadline passed (`TimedOut`: none of the byte streams' waits has
+/// one).
+pub(crate) fn wait_error(e: crate::wait::WaitError, ring: &str) -> std::io::Error {
+    match e {
+        crate::wait::WaitError::Disconnected => consumer_gone(ring),
+        crate::wait::WaitError::Timeout => std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("a wait of the {ring} ring timed out"),
+        ),
+    }
+}
+
 /// `std::io` for a ring of `u8` (`std`), expanded in the ring's module (`$ring`: its
 /// name; `$gone`: how the docs say that its producers are gone): the producer is an
-/// `io::Write`, the consumer an `io::Read`, as rtrb's are. Neither blocks: a full ring
-/// (write) or an empty one (read) is `WouldBlock`; a read of an empty ring whose producers
-/// are gone is the end of the stream (`Ok(0)`).
+/// `io::Write`, the consumer an `io::Read`. A waitable ring's ends ([`Wait`](crate::fifo::Wait))
+/// block as a pipe's do: a write waits for room for at least one byte, a read for at
+/// least one byte. A [`NoWait`](crate::fifo::NoWait) ring's ends never block, as rtrb's:
+/// a full ring (write) or an empty one (read) is `WouldBlock`. Either way a read of an
+/// empty ring whose producers are gone is the end of the stream (`Ok(0)`).
 macro_rules! byte_io {
     ($ring:literal, $gone:literal) => {
-        impl<W: WaitMode> ::std::io::Write for Producer<u8, W> {
-            /// Pushes what fits of `buf` with one publication; `WouldBlock` if nothing fits.
+        impl ::std::io::Write for Producer<u8, NoWait> {
+            /// Pushes what fits of `buf` with one publication; `WouldBlock` if nothing fits
+            /// (a ring made by `waitable` waits instead).
             ///
             /// ```
             /// use std::io::{ErrorKind, Write};
@@ -289,9 +313,9 @@ macro_rules! byte_io {
             }
         }
 
-        impl<W: WaitMode> ::std::io::Read for Consumer<u8, W> {
+        impl ::std::io::Read for Consumer<u8, NoWait> {
             /// Takes what is there, up to `buf.len()`, with one release; `WouldBlock` if nothing is
-            #[doc = concat!(" there yet, `Ok(0)` (end of stream) once the ring is empty and ", $gone, ".")]
+            #[doc = concat!(" there yet (a ring made by `waitable` waits instead), `Ok(0)` (end of stream) once the ring is empty and ", $gone, ".")]
             ///
             /// ```
             /// use std::io::{ErrorKind, Read};
@@ -312,6 +336,96 @@ macro_rules! byte_io {
                     0 if self.is_abandoned() => Ok(self.pop_burst(buf)),
                     0 => Err(::std::io::ErrorKind::WouldBlock.into()),
                     n => Ok(n),
+                }
+            }
+        }
+
+        /// A blocking byte stream, as a pipe's writing end: `write` waits (by this end's
+        /// [`WaitStrategy`], without a deadline) until at least one byte fits, then pushes as
+        /// many as fit with one publication; `write_all` and `io::copy` loop over it.
+        ///
+        /// The writers of an `mpsc` ring (cloned producers) share one stream: each `write`
+        /// reserves its bytes in one piece, so the writers' bytes interleave at the
+        /// granularity of the counts their `write` calls return, never within one. A record
+        /// arrives whole if one `write` returned its full length; `write_all` (which may
+        /// take several `write` calls) and `io::copy` do not keep one writer's bytes
+        /// together.
+        ///
+        /// ```
+        /// use std::io::{self, Read};
+        #[doc = concat!(" let (mut tx, mut rx) = flowline::fifo::", $ring, "::waitable::<u8>(4096).unwrap();")]
+        /// let data: Vec<u8> = (0..1_000_000u32).map(|i| i as u8).collect();
+        /// let src = data.clone();
+        /// // A mebibyte through a ring of 4 KiB: the writer waits for the reader, which
+        /// // sees the end of the stream when the writer's thread drops `tx`.
+        /// let writer = std::thread::spawn(move || io::copy(&mut &src[..], &mut tx));
+        /// let mut got = Vec::new();
+        /// rx.read_to_end(&mut got)?;
+        /// assert_eq!(writer.join().unwrap()?, 1_000_000);
+        /// assert!(got == data);
+        /// # Ok::<(), io::Error>(())
+        /// ```
+        impl ::std::io::Write for Producer<u8, Wait> {
+            /// Waits until at least one byte of `buf` fits, then pushes as many as fit and
+            /// returns how many (`Ok(0)` only for an empty `buf`).
+            ///
+            /// # Errors
+            ///
+            /// [`BrokenPipe`](::std::io::ErrorKind::BrokenPipe) once the consumer is gone,
+            /// found before the push or while waiting for room: nothing of `buf` was pushed.
+            fn write(&mut self, buf: &[u8]) -> ::std::io::Result<usize> {
+                self.push_burst_wait(buf, Duration::MAX)
+                    .map_err(|e| crate::fifo::ends::wait_error(e, $ring))
+            }
+
+            /// Nothing to do: every write is published, for the consumer to read, when it
+            /// returns (neither ring batches publications of its producers).
+            fn flush(&mut self) -> ::std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        /// A blocking byte stream, as a pipe's reading end: `read` waits (by this end's
+        #[doc = concat!(" [`WaitStrategy`], without a deadline) until at least one byte is there, then takes what is there, up to the buffer's length; `Ok(0)` is the end of the stream: the ring is empty and ", $gone, ".")]
+        ///
+        /// ```
+        /// use std::io::{BufRead, BufReader, Write};
+        #[doc = concat!(" let (mut tx, rx) = flowline::fifo::", $ring, "::waitable::<u8>(64).unwrap();")]
+        /// let writer = std::thread::spawn(move || {
+        ///     for i in 0..100 {
+        ///         writeln!(tx, "line {i}").unwrap();
+        ///     }
+        /// });
+        /// let lines: Vec<String> = BufReader::new(rx).lines().map(Result::unwrap).collect();
+        /// writer.join().unwrap();
+        /// assert_eq!(lines.len(), 100);
+        /// assert_eq!(lines[99], "line 99");
+        /// ```
+        impl ::std::io::Read for Consumer<u8, Wait> {
+            /// Waits until at least one byte is there, then takes up to `buf.len()` with one
+            /// release and returns how many; `Ok(0)` at the end of the stream, or for an
+            /// empty `buf`. Never an error.
+            fn read(&mut self, buf: &mut [u8]) -> ::std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                match self.pop_burst(buf) {
+                    0 => {}
+                    n => return Ok(n),
+                }
+                let strategy = self.strategy;
+                let r = wait::wait_after_miss(
+                    self,
+                    strategy,
+                    Duration::MAX,
+                    |c| wait::poll_items(c, |c| c.pop_burst(buf), Consumer::is_abandoned),
+                    Consumer::has_items_or_closed,
+                    |c| c.shared.items(),
+                );
+                match r {
+                    Ok(n) => Ok(n),
+                    Err(WaitError::Disconnected) => Ok(0),
+                    Err(e) => Err(crate::fifo::ends::wait_error(e, $ring)),
                 }
             }
         }

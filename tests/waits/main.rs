@@ -9,3 +9,4 @@ mod support;
 mod async_stream;
 mod async_wait;
 mod burst_waits;
+mod byte_io;

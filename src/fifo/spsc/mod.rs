@@ -183,9 +183,11 @@ mod futures {
 #[cfg(feature = "std")]
 mod io {
     //! `std::io` for byte rings (`std`): the producer end of a `spsc` ring of `u8` is an
-    //! [`std::io::Write`], the consumer end an [`std::io::Read`], as rtrb's are. Neither
-    //! blocks: a full ring (write) or an empty one (read) is
-    //! [`WouldBlock`](std::io::ErrorKind::WouldBlock); a read of an empty ring whose
+    //! [`std::io::Write`], the consumer end an [`std::io::Read`]. The ends of a waitable
+    //! ring block as a pipe's do (a write waits for room, a read for bytes; a write after
+    //! the consumer is gone is [`BrokenPipe`](std::io::ErrorKind::BrokenPipe)); those of
+    //! a `channel` ring never block, as rtrb's: a full ring (write) or an empty one (read)
+    //! is [`WouldBlock`](std::io::ErrorKind::WouldBlock). A read of an empty ring whose
     //! producer is gone is the end of the stream (`Ok(0)`).
 
     use super::*;
