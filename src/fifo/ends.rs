@@ -1,6 +1,7 @@
 //! The parts of the `spsc` and `mpsc` ends that differ only in the ring's name, written
 //! once as macros each ring expands in its own module: the names of the async futures
-//! ([`crate::fifo::futures`]) and the methods that make them, and `std::io` for byte rings.
+//! ([`crate::fifo::futures`]) and the methods that make them, `std::io` for byte rings,
+//! and the async byte-stream traits of `futures-io` and tokio for waitable byte rings.
 
 /// The async waits of a ring's waitable ends (feature `async`), expanded in the ring's
 /// module (`$ring`: its name, for messages and examples): the ring's names for the
@@ -432,3 +433,195 @@ macro_rules! byte_io {
     };
 }
 pub(crate) use byte_io;
+
+/// `futures_io::AsyncRead` / `AsyncWrite` (feature `futures-io`) and `tokio::io::AsyncRead`
+/// / `AsyncWrite` (feature `tokio-io`) for a waitable ring of `u8`, expanded in the ring's
+/// module (`$ring`: its name; `$gone`: how the docs say that its producers are gone): each
+/// poll is [`crate::fifo::async_io`]'s, which waits as the ring's futures do.
+#[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+macro_rules! async_byte_io {
+    ($ring:literal, $gone:literal) => {
+        impl crate::fifo::async_io::ByteConsumer for Consumer<u8, Wait> {
+            #[inline(always)]
+            fn pop_bytes(&mut self, out: &mut [u8]) -> usize {
+                self.pop_burst(out)
+            }
+
+            #[inline(always)]
+            fn io_wait(&mut self) -> &mut crate::fifo::async_io::IoWait {
+                &mut self.io
+            }
+        }
+
+        impl crate::fifo::async_io::ByteProducer for Producer<u8, Wait> {
+            #[inline(always)]
+            fn push_bytes(&mut self, items: &[u8]) -> usize {
+                self.push_burst(items)
+            }
+
+            #[inline(always)]
+            fn io_wait(&mut self) -> &mut crate::fifo::async_io::IoWait {
+                &mut self.io
+            }
+        }
+
+        /// An async byte stream (feature `futures-io`), as a pipe's reading end: a read
+        /// waits, without blocking the thread, until at least one byte is there, then takes
+        /// what is there up to the buffer's length; `Ok(0)` is the end of the stream: the
+        #[doc = concat!(" ring is empty and ", $gone, ".")]
+        /// It waits as [`pop_async`](Consumer::pop_async) does (the end's wait strategy
+        /// and cooperative budget). A read dropped while it waits leaves its registration
+        /// with the end until the next read or the end's drop.
+        ///
+        /// ```
+        /// use core::{future::poll_fn, pin::Pin};
+        /// use futures_io::{AsyncRead, AsyncWrite};
+        #[doc = concat!(" let (mut tx, mut rx) = flowline::fifo::", $ring, "::waitable::<u8>(16).unwrap();")]
+        /// let writer = std::thread::spawn(move || {
+        ///     flowline::wait::block_on(async {
+        ///         let mut rest = &[7u8; 100][..];
+        ///         while !rest.is_empty() {
+        ///             let n = poll_fn(|cx| Pin::new(&mut tx).poll_write(cx, rest)).await?;
+        ///             rest = &rest[n..];
+        ///         }
+        ///         Ok::<(), std::io::Error>(())
+        ///     })
+        /// });
+        /// let mut got = Vec::new();
+        /// flowline::wait::block_on(async {
+        ///     let mut buf = [0; 32];
+        ///     loop {
+        ///         match poll_fn(|cx| Pin::new(&mut rx).poll_read(cx, &mut buf)).await? {
+        ///             0 => return Ok::<(), std::io::Error>(()), // the writer is gone
+        ///             n => got.extend_from_slice(&buf[..n]),
+        ///         }
+        ///     }
+        /// })?;
+        /// writer.join().unwrap()?;
+        /// assert_eq!(got, [7; 100]);
+        /// # Ok::<(), std::io::Error>(())
+        /// ```
+        #[cfg(feature = "futures-io")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "futures-io")))]
+        impl ::futures_io::AsyncRead for Consumer<u8, Wait> {
+            fn poll_read(
+                self: ::core::pin::Pin<&mut Self>,
+                cx: &mut ::core::task::Context<'_>,
+                buf: &mut [u8],
+            ) -> ::core::task::Poll<::std::io::Result<usize>> {
+                crate::fifo::async_io::poll_read(self.get_mut(), cx, buf)
+            }
+        }
+
+        /// An async byte stream (feature `futures-io`), as a pipe's writing end: a write
+        /// waits, without blocking the thread, until at least one byte fits, then pushes as
+        /// many as fit with one publication (as [`push_async`](Producer::push_async) waits);
+        /// [`BrokenPipe`](::std::io::ErrorKind::BrokenPipe) once the consumer is gone. The
+        /// writers of an `mpsc` ring interleave as their blocking writes do (see
+        /// `io::Write`).
+        ///
+        /// `poll_flush` is ready at once: every write is published when it returns.
+        /// `poll_close` is too, and does not close the ring (its consumer sees the end
+        /// of the stream when every producer is dropped): drop the producer to close it.
+        /// Example: see the consumer's `AsyncRead`.
+        #[cfg(feature = "futures-io")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "futures-io")))]
+        impl ::futures_io::AsyncWrite for Producer<u8, Wait> {
+            fn poll_write(
+                self: ::core::pin::Pin<&mut Self>,
+                cx: &mut ::core::task::Context<'_>,
+                buf: &[u8],
+            ) -> ::core::task::Poll<::std::io::Result<usize>> {
+                crate::fifo::async_io::poll_write(self.get_mut(), cx, buf)
+            }
+
+            fn poll_flush(
+                self: ::core::pin::Pin<&mut Self>,
+                _cx: &mut ::core::task::Context<'_>,
+            ) -> ::core::task::Poll<::std::io::Result<()>> {
+                ::core::task::Poll::Ready(Ok(()))
+            }
+
+            fn poll_close(
+                self: ::core::pin::Pin<&mut Self>,
+                _cx: &mut ::core::task::Context<'_>,
+            ) -> ::core::task::Poll<::std::io::Result<()>> {
+                ::core::task::Poll::Ready(Ok(()))
+            }
+        }
+
+        /// An async byte stream (feature `tokio-io`), as a pipe's reading end: as the
+        /// `futures-io` impl, through tokio's `ReadBuf` (a read that adds nothing is the
+        /// end of the stream).
+        ///
+        /// ```
+        /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        #[doc = concat!(" let (mut tx, mut rx) = flowline::fifo::", $ring, "::waitable::<u8>(4096).unwrap();")]
+        /// let data: Vec<u8> = (0..1_000_000u32).map(|i| i as u8).collect();
+        /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+        /// let got = rt.block_on(async {
+        ///     let src = data.clone();
+        ///     // A mebibyte through a ring of 4 KiB: the tasks take turns as it fills and
+        ///     // empties; the reader sees the end of the stream when the writer drops `tx`.
+        ///     let writer = tokio::spawn(async move { tx.write_all(&src).await });
+        ///     let mut got = Vec::new();
+        ///     rx.read_to_end(&mut got).await?;
+        ///     writer.await.unwrap()?;
+        ///     Ok::<_, std::io::Error>(got)
+        /// })?;
+        /// assert!(got == data);
+        /// # Ok::<(), std::io::Error>(())
+        /// ```
+        #[cfg(feature = "tokio-io")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
+        impl ::tokio::io::AsyncRead for Consumer<u8, Wait> {
+            fn poll_read(
+                self: ::core::pin::Pin<&mut Self>,
+                cx: &mut ::core::task::Context<'_>,
+                buf: &mut ::tokio::io::ReadBuf<'_>,
+            ) -> ::core::task::Poll<::std::io::Result<()>> {
+                if buf.remaining() == 0 {
+                    return ::core::task::Poll::Ready(Ok(()));
+                }
+                let r = crate::fifo::async_io::poll_read(
+                    self.get_mut(),
+                    cx,
+                    buf.initialize_unfilled(),
+                );
+                r.map_ok(|n| buf.advance(n))
+            }
+        }
+
+        /// An async byte stream (feature `tokio-io`), as a pipe's writing end: as the
+        /// `futures-io` impl. `poll_shutdown` is ready at once and does not close the ring
+        /// (its consumer sees the end of the stream when every producer is dropped): drop
+        /// the producer to close it. Example: see the consumer's `AsyncRead`.
+        #[cfg(feature = "tokio-io")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "tokio-io")))]
+        impl ::tokio::io::AsyncWrite for Producer<u8, Wait> {
+            fn poll_write(
+                self: ::core::pin::Pin<&mut Self>,
+                cx: &mut ::core::task::Context<'_>,
+                buf: &[u8],
+            ) -> ::core::task::Poll<::std::io::Result<usize>> {
+                crate::fifo::async_io::poll_write(self.get_mut(), cx, buf)
+            }
+
+            fn poll_flush(
+                self: ::core::pin::Pin<&mut Self>,
+                _cx: &mut ::core::task::Context<'_>,
+            ) -> ::core::task::Poll<::std::io::Result<()>> {
+                ::core::task::Poll::Ready(Ok(()))
+            }
+
+            fn poll_shutdown(
+                self: ::core::pin::Pin<&mut Self>,
+                _cx: &mut ::core::task::Context<'_>,
+            ) -> ::core::task::Poll<::std::io::Result<()>> {
+                ::core::task::Poll::Ready(Ok(()))
+            }
+        }
+    };
+}
+#[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+pub(crate) use async_byte_io;

@@ -35,6 +35,8 @@
 
 use core::fmt;
 
+#[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+mod async_io;
 #[cfg(feature = "std")]
 mod ends;
 #[cfg(feature = "async")]

@@ -174,6 +174,8 @@ mod io {
 
     use super::*;
     crate::fifo::ends::byte_io!("mpsc", "its producers are gone");
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    crate::fifo::ends::async_byte_io!("mpsc", "its producers are gone");
 }
 mod producer;
 #[cfg(all(test, not(loom)))]
@@ -372,6 +374,8 @@ fn build_with<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         _mode: PhantomData,
     };
     let consumer = Consumer {
@@ -387,6 +391,8 @@ fn build_with<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         _mode: PhantomData,
         lines: LineCounter::default(),
     };
@@ -649,6 +655,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async writes' wait between polls (`AsyncWrite`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
 }
@@ -686,6 +695,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async reads' wait between polls (`AsyncRead`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
     /// Its stores of `head` (unit tests check that nothing is rewritten in vain).

@@ -192,6 +192,8 @@ mod io {
 
     use super::*;
     crate::fifo::ends::byte_io!("spsc", "its producer is gone");
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    crate::fifo::ends::async_byte_io!("spsc", "its producer is gone");
 }
 mod producer;
 #[cfg(all(test, not(loom)))]
@@ -357,6 +359,8 @@ fn make<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         shared: ManuallyDrop::new(HandleArc::new(Arc::clone(&shared))),
         _mode: PhantomData,
         lines: LineCounter::default(),
@@ -379,6 +383,8 @@ fn make<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         shared: ManuallyDrop::new(HandleArc::new(shared)),
         _mode: PhantomData,
         lines: LineCounter::default(),
@@ -481,6 +487,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async writes' wait between polls (`AsyncWrite`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// The ring's shared state (a [`HandleArc`]: see why there); given up in `Drop`.
     shared: ManuallyDrop<HandleArc<Shared<T>>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
@@ -529,6 +538,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async reads' wait between polls (`AsyncRead`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// The ring's shared state (a [`HandleArc`]: see why there); given up in `Drop`.
     shared: ManuallyDrop<HandleArc<Shared<T>>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
