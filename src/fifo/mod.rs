@@ -29,12 +29,14 @@
 //! | `len`, `free` | yes | yes | no: there is no shared index to count with |
 //! | `is_empty`, `is_full` | both ends | both ends | the consumer says empty, the producer full: each end sees only its own next slot |
 //! | lazy release of single pops (`set_lazy_release`, `release_pending`; off by default) | yes | yes | no: a pop frees its slot by writing it |
-//! | `io::Write` / `io::Read` for rings of `u8` (`std`) | yes | yes | no: `u8` cannot travel as a pointer |
+//! | `io::Write` / `io::Read` for rings of `u8` (`std`; blocking on `waitable` rings) | yes | yes | no: `u8` cannot travel as a pointer |
 //! | polite polling (`set_polite`; off by default) | yes | no: measured for the SPSC ring only | no |
 //! | waits (`push_wait`, `pop_wait`, ...), async, `Stream` | `waitable` rings | `waitable` rings | not yet: it has no sleepers |
 
 use core::fmt;
 
+#[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+mod async_io;
 #[cfg(feature = "std")]
 mod ends;
 #[cfg(feature = "async")]

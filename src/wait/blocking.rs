@@ -91,18 +91,27 @@ fn push_burst_wait_slow<H>(
         h,
         strategy,
         timeout,
-        |h| {
-            if gone(h) {
-                return Step::Closed;
-            }
-            match push(h) {
-                0 => Step::Pending,
-                n => Step::Ready(n),
-            }
-        },
+        |h| poll_push_burst(h, &mut push, &gone),
         ready,
         sleepers,
     )
+}
+
+/// One poll of a wait for room for a burst, for `push_burst_wait` and the byte rings'
+/// async writes: `Closed` if the other end is `gone` (checked first: nothing is pushed
+/// into a ring nobody reads), else how many `push` placed, `Pending` for none.
+pub(crate) fn poll_push_burst<H>(
+    h: &mut H,
+    push: impl FnOnce(&mut H) -> usize,
+    gone: impl Fn(&H) -> bool,
+) -> Step<usize> {
+    if gone(h) {
+        return Step::Closed;
+    }
+    match push(h) {
+        0 => Step::Pending,
+        n => Step::Ready(n),
+    }
 }
 
 /// One poll of a wait for items that takes (or counts) them with `take`, for the burst

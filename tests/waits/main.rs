@@ -6,6 +6,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod async_io;
 mod async_stream;
 mod async_wait;
 mod burst_waits;
+mod byte_io;

@@ -559,6 +559,12 @@ impl<T, W: WaitMode> Consumer<T, W> {
 
 impl<T, W: WaitMode> Drop for Consumer<T, W> {
     fn drop(&mut self) {
+        // A registration that an async read left (it returned `Pending`): withdrawn, its
+        // waker dropped with no lock held, before the end's departure is published.
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        if W::WAITS {
+            self.io.withdraw(self.shared.items());
+        }
         let cold = &self.shared.cold;
         // Relaxed: read only by Shared's Drop, after the last Arc is gone (the Arc's own
         // release/acquire orders these stores before it).

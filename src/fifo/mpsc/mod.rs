@@ -165,13 +165,17 @@ mod futures {
 #[cfg(feature = "std")]
 mod io {
     //! `std::io` for byte rings (`std`): the producer end of a `mpsc` ring of `u8` is an
-    //! [`std::io::Write`], the consumer end an [`std::io::Read`], as rtrb's are. Neither
-    //! blocks: a full ring (write) or an empty one (read) is
-    //! [`WouldBlock`](std::io::ErrorKind::WouldBlock); a read of an empty ring whose
+    //! [`std::io::Write`], the consumer end an [`std::io::Read`]. The ends of a waitable
+    //! ring block as a pipe's do (a write waits for room, a read for bytes; a write after
+    //! the consumer is gone is [`BrokenPipe`](std::io::ErrorKind::BrokenPipe)); those of
+    //! a `channel` ring never block, as rtrb's: a full ring (write) or an empty one (read)
+    //! is [`WouldBlock`](std::io::ErrorKind::WouldBlock). A read of an empty ring whose
     //! producers are gone is the end of the stream (`Ok(0)`).
 
     use super::*;
     crate::fifo::ends::byte_io!("mpsc", "its producers are gone");
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    crate::fifo::ends::async_byte_io!("mpsc", "its producers are gone");
 }
 mod producer;
 #[cfg(all(test, not(loom)))]
@@ -371,6 +375,8 @@ fn build_with<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         _mode: PhantomData,
     };
     let consumer = Consumer {
@@ -386,6 +392,8 @@ fn build_with<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         _mode: PhantomData,
         lines: LineCounter::default(),
     };
@@ -648,6 +656,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async writes' wait between polls (`AsyncWrite`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
 }
@@ -685,6 +696,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async reads' wait between polls (`AsyncRead`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
     _mode: PhantomData<fn() -> W>,
     /// Its stores of `head` (unit tests check that nothing is rewritten in vain).

@@ -19,6 +19,9 @@ impl<T, W: WaitMode> Clone for Producer<T, W> {
             // A clone starts with a full budget of the same size.
             #[cfg(feature = "async")]
             coop: self.coop.refilled(),
+            // A clone has no read or write in progress.
+            #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+            io: Default::default(),
             _mode: PhantomData,
         }
     }
@@ -26,6 +29,12 @@ impl<T, W: WaitMode> Clone for Producer<T, W> {
 
 impl<T, W: WaitMode> Drop for Producer<T, W> {
     fn drop(&mut self) {
+        // A registration that an async write left (it returned `Pending`): withdrawn, its
+        // waker dropped with no lock held, before the end's departure is published.
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        if W::WAITS {
+            self.io.withdraw(self.shared.room());
+        }
         // Release: this handle's publications happen before a consumer that sees 0.
         self.shared.cold.producers.fetch_sub(1, Ordering::Release);
         // A consumer sleeping in `pop_wait` re-checks (the last producer's drop closes).

@@ -625,6 +625,12 @@ impl<T, W: WaitMode> Drop for Consumer<T, W> {
     /// One out-of-line call with the values it needs, as `Producer`'s drop.
     #[inline]
     fn drop(&mut self) {
+        // A registration that an async read left (it returned `Pending`): withdrawn, its
+        // waker dropped with no lock held, before the end's departure is published.
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        if W::WAITS {
+            self.io.withdraw(self.shared.items());
+        }
         // SAFETY: taken once, here, and the field is not used again.
         let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
         consumer_gone::<T, W>(shared, self.head, self.released);

@@ -183,13 +183,17 @@ mod futures {
 #[cfg(feature = "std")]
 mod io {
     //! `std::io` for byte rings (`std`): the producer end of a `spsc` ring of `u8` is an
-    //! [`std::io::Write`], the consumer end an [`std::io::Read`], as rtrb's are. Neither
-    //! blocks: a full ring (write) or an empty one (read) is
-    //! [`WouldBlock`](std::io::ErrorKind::WouldBlock); a read of an empty ring whose
+    //! [`std::io::Write`], the consumer end an [`std::io::Read`]. The ends of a waitable
+    //! ring block as a pipe's do (a write waits for room, a read for bytes; a write after
+    //! the consumer is gone is [`BrokenPipe`](std::io::ErrorKind::BrokenPipe)); those of
+    //! a `channel` ring never block, as rtrb's: a full ring (write) or an empty one (read)
+    //! is [`WouldBlock`](std::io::ErrorKind::WouldBlock). A read of an empty ring whose
     //! producer is gone is the end of the stream (`Ok(0)`).
 
     use super::*;
     crate::fifo::ends::byte_io!("spsc", "its producer is gone");
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    crate::fifo::ends::async_byte_io!("spsc", "its producer is gone");
 }
 mod producer;
 #[cfg(all(test, not(loom)))]
@@ -356,6 +360,8 @@ fn make<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         shared: ManuallyDrop::new(HandleArc::new(Arc::clone(&shared))),
         _mode: PhantomData,
         lines: LineCounter::default(),
@@ -378,6 +384,8 @@ fn make<T, W: WaitMode>(
         strategy: WaitStrategy::default(),
         #[cfg(feature = "async")]
         coop: wait::Coop::new(),
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        io: Default::default(),
         shared: ManuallyDrop::new(HandleArc::new(shared)),
         _mode: PhantomData,
         lines: LineCounter::default(),
@@ -480,6 +488,9 @@ pub struct Producer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async writes' wait between polls (`AsyncWrite`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// The ring's shared state (a [`HandleArc`]: see why there); given up in `Drop`.
     shared: ManuallyDrop<HandleArc<Shared<T>>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).
@@ -528,6 +539,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     /// The async futures' cooperative budget (`set_async_budget`).
     #[cfg(feature = "async")]
     coop: wait::Coop,
+    /// The async reads' wait between polls (`AsyncRead`): see `fifo::async_io`.
+    #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+    io: crate::fifo::async_io::IoWait,
     /// The ring's shared state (a [`HandleArc`]: see why there); given up in `Drop`.
     shared: ManuallyDrop<HandleArc<Shared<T>>>,
     /// Whether publications check for a sleeper (see [`WaitMode`]).

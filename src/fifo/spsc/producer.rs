@@ -313,6 +313,12 @@ impl<T, W: WaitMode> Drop for Producer<T, W> {
     /// away (see `sync::HandleArc`).
     #[inline]
     fn drop(&mut self) {
+        // A registration that an async write left (it returned `Pending`): withdrawn, its
+        // waker dropped with no lock held, before the end's departure is published.
+        #[cfg(any(feature = "futures-io", feature = "tokio-io"))]
+        if W::WAITS {
+            self.io.withdraw(self.shared.room());
+        }
         // SAFETY: taken once, here, and the field is not used again.
         let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
         producer_gone::<T, W>(shared);
