@@ -125,6 +125,7 @@ macro_rules! async_ends {
             /// assert!(rx.pop_async().await.is_err()); // the producer is gone
             /// # });
             /// ```
+            #[doc(alias = "recv")]
             pub fn pop_async(&mut self) -> PopFuture<'_, T> {
                 f::PopFuture::new(self)
             }
@@ -225,6 +226,7 @@ macro_rules! async_ends {
             /// # });
             /// assert_eq!(t.join().unwrap().pop(), Some(2));
             /// ```
+            #[doc(alias = "send")]
             pub fn push_async(&mut self, value: T) -> PushFuture<'_, T> {
                 f::PushFuture::new(self, value)
             }

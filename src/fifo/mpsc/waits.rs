@@ -51,6 +51,7 @@ impl<T> Producer<T, Wait> {
     /// t.join().unwrap().unwrap();
     /// ```
     #[inline]
+    #[doc(alias = "send")]
     pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
         // The fast path is `push` and one load of a line nobody writes until the drop.
         if self.consumer_gone_now() {
@@ -183,6 +184,7 @@ impl<T> Consumer<T, Wait> {
     /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Err(flowline::wait::WaitError::Disconnected));
     /// ```
     #[inline]
+    #[doc(alias = "recv")]
     pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
         match self.pop() {
             Some(v) => Ok(v),

@@ -52,6 +52,7 @@ impl<T> Producer<T, Wait> {
     /// assert_eq!(t.join().unwrap(), (Ok(1), Ok(2)));
     /// ```
     #[inline]
+    #[doc(alias = "send")]
     pub fn push_wait(&mut self, value: T, timeout: Duration) -> Result<(), PushWaitError<T>> {
         // The fast path is `push` and one load of a line nobody writes until the drop.
         if self.consumer_gone_now() {
@@ -188,6 +189,7 @@ impl<T> Consumer<T, Wait> {
     /// assert_eq!(rx.pop_wait(Duration::from_secs(30)), Ok(7));
     /// ```
     #[inline]
+    #[doc(alias = "recv")]
     pub fn pop_wait(&mut self, timeout: Duration) -> Result<T, WaitError> {
         match self.pop() {
             Some(v) => Ok(v),
