@@ -33,6 +33,103 @@ const TARGETS: &[(&str, &str, &str, f64)] = &[
     ("wait_spsc_burst32", "flowline_waitable", "flowline", 0.97),
 ];
 
+/// Same-host comparisons with the DPDK anchors (measured right before the report, so in
+/// another moment's placement): scenario, implementation, anchor figure, and the bound
+/// its ratio is held to, if any.
+const ANCHOR_RATIOS: &[(&str, &str, &str, Option<f64>)] = &[
+    (
+        "dist_1worker",
+        "flowline",
+        "rte_distributor_burst_1worker_pps",
+        None,
+    ),
+    (
+        "dist_1worker",
+        "flowline",
+        "evdev_dsw_atomic_1worker_pps",
+        None,
+    ),
+    (
+        "dist_1worker",
+        "flowline",
+        "evdev_sw_atomic_1worker_pps",
+        None,
+    ),
+    (
+        "dist_ordered_1worker",
+        "flowline_ordered",
+        "evdev_sw_ordered_1worker_pps",
+        None,
+    ),
+    (
+        "pipe_a_1worker",
+        "flowline_pipe",
+        "evdev_sw_pipe_a_1worker_pps",
+        Some(3.0),
+    ),
+    (
+        "pipe_a_1worker",
+        "flowline_pipe",
+        "evdev_dsw_pipe_a_1worker_pps",
+        Some(1.5),
+    ),
+    (
+        "pipe_ap_1worker",
+        "flowline_pipe",
+        "evdev_sw_pipe_ap_1worker_pps",
+        Some(3.0),
+    ),
+    (
+        "pipe_ap_1worker",
+        "flowline_pipe",
+        "evdev_dsw_pipe_ap_1worker_pps",
+        Some(1.5),
+    ),
+    (
+        "pipe_oa_1worker",
+        "flowline_pipe",
+        "evdev_sw_pipe_oa_1worker_pps",
+        Some(3.0),
+    ),
+    (
+        "pipe_oap_1worker",
+        "flowline_pipe",
+        "evdev_sw_pipe_oap_1worker_pps",
+        Some(3.0),
+    ),
+];
+
+/// A scenario's ratios against the anchors it is compared with (`a vs anchor: Nx`), and
+/// the targets among them.
+fn anchor_ratios(
+    r: &ScenarioResult,
+    anchors: &[(String, f64, String)],
+) -> (Vec<String>, Vec<String>) {
+    let (mut ratios, mut targets) = (Vec::new(), Vec::new());
+    for &(_, imp, anchor, bound) in ANCHOR_RATIOS.iter().filter(|a| a.0 == r.name) {
+        let ours = r
+            .figures
+            .iter()
+            .find(|(i, suffix, _, unit)| i == imp && suffix.is_empty() && *unit == "Mpkts/s");
+        let theirs = anchors
+            .iter()
+            .find(|(n, _, unit)| n == anchor && unit == "Mpkts/s");
+        let (Some(&(_, _, a, _)), Some(&(_, b, _))) = (ours, theirs) else {
+            continue;
+        };
+        if b <= 0.0 {
+            continue;
+        }
+        let x = a / b;
+        ratios.push(format!("{imp} vs `{anchor}` (anchor): {x:.2}x"));
+        if let Some(bound) = bound {
+            let met = if x >= bound { "met" } else { "**not met**" };
+            targets.push(format!("{imp} vs `{anchor}` >= {bound}x: {met}"));
+        }
+    }
+    (ratios, targets)
+}
+
 fn target(scenario: &str, a: &str, b: &str) -> Option<f64> {
     TARGETS
         .iter()
@@ -52,6 +149,7 @@ fn family_title(f: &str) -> &str {
         "mpsc" => "MPSC rings",
         "counter" => "Sharded counters",
         "dist" => "The distributor",
+        "pipe" => "Pipelines: stages in one distributor",
         "lock" => "Locks and the lock meter",
         "wait" => "Waiting: blocking and async forms",
         "scale" => "Scaling with threads",
@@ -204,6 +302,10 @@ pub fn render(
         args.join(" ")
     );
     let _ = writeln!(out);
+    let anchor_rows = match anchors {
+        Some(path) => read_anchors(path)?.1,
+        None => Vec::new(),
+    };
     let mut families: Vec<&str> = Vec::new();
     for r in results {
         let f = family(&r.name);
@@ -223,12 +325,14 @@ pub fn render(
                 .iter()
                 .map(|(imp, suffix, v, unit)| format!("{imp}{suffix}: {} {unit}", fmt_value(*v)))
                 .collect();
-            let ratios: Vec<String> = r
+            let (beside, anchor_targets) = anchor_ratios(r, &anchor_rows);
+            let mut ratios: Vec<String> = r
                 .ratios
                 .iter()
                 .map(|(a, b, x, p)| format!("{a} vs {b}: {x:.2}x ({p:.2}x)"))
                 .collect();
-            let targets: Vec<String> = r
+            ratios.extend(beside);
+            let mut targets: Vec<String> = r
                 .ratios
                 .iter()
                 .filter_map(|(a, b, _, p)| {
@@ -238,6 +342,7 @@ pub fn render(
                     })
                 })
                 .collect();
+            targets.extend(anchor_targets);
             let probe = if r.probe.0.is_nan() {
                 "- (counted)".to_string()
             } else {
