@@ -140,6 +140,7 @@ mod config;
 mod distribute;
 mod flows;
 mod handbacks;
+mod inputs;
 mod lanes;
 mod membership;
 mod node_view;

@@ -276,3 +276,37 @@ fn a_flush_timeout_names_the_forgotten_worker() {
     assert_eq!(out, [(1, 0)]);
     drop(std::mem::ManuallyDrop::into_inner(w1));
 }
+
+/// A deque lent to `distribute_deque` keeps, in order, what the call did not take: the
+/// packets refused for credit, those after a panicking tag (the one it panicked on
+/// included), and with no worker the backlog in front of the rest.
+#[test]
+fn a_deque_keeps_what_the_call_did_not_take() {
+    let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(2), |p: &u64| {
+        assert!(*p != 99, "tag of 99");
+        *p
+    })
+    .unwrap();
+    // Wrapped around its buffer: made contiguous when lent.
+    let mut q: VecDeque<u64> = VecDeque::with_capacity(4);
+    q.extend([0, 0, 0]);
+    q.drain(..3);
+    q.extend([7, 99, 8, 9]);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.distribute_deque(&mut q)));
+    assert!(r.is_err());
+    assert_eq!(q, [99, 8, 9]);
+    q.pop_front();
+    assert_eq!(d.distribute_deque(&mut q), Ok(1)); // 8 out (7 went before the panic); credit 2: 9 refused
+    assert_eq!(q, [9]);
+    // The worker leaves with 7 and 8 unprocessed: they come back in front of 9.
+    let mut w = ws.pop().unwrap();
+    let held = recv_all(&mut w);
+    assert_eq!(held, [7, 8]);
+    w.leave(held).unwrap();
+    assert!(d.distribute_deque(&mut q).is_err());
+    assert_eq!(q, [7, 8, 9]);
+    // From an iterator: what is refused joins `rest`, after the older packets there.
+    let mut rest = vec![1];
+    assert!(d.distribute_from([2, 3], &mut rest).is_err());
+    assert_eq!(rest, [1, 2, 3]);
+}
