@@ -70,6 +70,8 @@ pub struct Pipeline<T, R> {
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
     /// Scratch: the fates of a burst handed back.
     fates: Vec<Fate>,
+    /// Scratch: a burst handed back whose packets go different ways.
+    mixed: Vec<T>,
     /// Scratch: what an ordered stage's window released.
     released: Vec<Leaving<T>>,
     check_order: bool,
@@ -185,6 +187,7 @@ where
         flows: FlowTable::default(),
         blocked: HashSet::default(),
         fates: Vec::new(),
+        mixed: Vec::new(),
         released: Vec::new(),
         check_order: true,
         limit: config.workers.saturating_mul(config.credit),

@@ -106,10 +106,14 @@ where
             self.fates = fates;
             return;
         }
-        let burst: Vec<T> = returned.drain(start..).collect();
-        for (p, &fate) in burst.into_iter().zip(&fates) {
+        // Moved out first (into a buffer kept between bursts): a packet that stays goes
+        // back onto `returned`, behind the others.
+        let mut burst = std::mem::take(&mut self.mixed);
+        burst.extend(returned.drain(start..));
+        for (p, &fate) in burst.drain(..).zip(&fates) {
             self.take(p, fate, returned, backlog);
         }
+        self.mixed = burst;
         self.fates = fates;
     }
 
