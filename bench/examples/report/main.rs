@@ -17,6 +17,7 @@
 //! ones' burst buffers) move through 8 memory layouts, one per repetition (`--reps 8`
 //! runs each once; `REPORT_LAYOUT=a,o` fixes one: see `spsc.rs`).
 
+mod bytes;
 mod cell;
 mod counter;
 mod dist;
@@ -138,6 +139,7 @@ fn main() {
     pipe::run(&mut r);
     lock::run_all(&mut r);
     wait::run(&mut r);
+    bytes::run(&mut r);
     scale::run(&mut r, &threads);
     r.print_table();
     if let Some(path) = markdown_to {

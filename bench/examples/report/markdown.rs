@@ -31,6 +31,8 @@ const TARGETS: &[(&str, &str, &str, f64)] = &[
     ("cell_2writers_unchanged", "flowline", "store", 1.2),
     ("wait_spsc_burst32", "flowline_wait", "flowline", 0.97),
     ("wait_spsc_burst32", "flowline_waitable", "flowline", 0.97),
+    ("bytes_64k", "flowline", "unix", 2.0),
+    ("bytes_64k", "flowline", "tokio_duplex", 2.0),
 ];
 
 /// Same-host comparisons with the DPDK anchors (measured right before the report, so in
@@ -150,6 +152,7 @@ fn family_title(f: &str) -> &str {
         "counter" => "Sharded counters",
         "dist" => "The distributor",
         "pipe" => "Pipelines: stages in one distributor",
+        "bytes" => "Byte streams",
         "lock" => "Locks and the lock meter",
         "wait" => "Waiting: blocking and async forms",
         "scale" => "Scaling with threads",
