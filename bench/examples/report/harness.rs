@@ -175,6 +175,11 @@ pub struct Metric {
 /// returns one value per metric.
 pub type Impl<'a> = (&'static str, Box<dyn FnMut() -> Vec<f64> + 'a>);
 
+/// Scenarios whose figures move with the rings' memory layout (each repetition runs in
+/// the next of [`crate::spsc::LAYOUTS`]): their rows also give the fresh-ring and the best
+/// layout's figure. (`REPORT_LAYOUT` fixes one layout for every repetition.)
+const LAYOUT_BOUND: &[&str] = &["spsc_r1024_burst8", "spsc_r1024_burst32"];
+
 /// The instruction benchmark (`bench/benches/instructions.rs`) of the same code shape as a
 /// scenario's implementation, by (scenario, implementation).
 const SAME_SHAPE: &[(&str, &str, &str)] = &[
@@ -313,6 +318,41 @@ impl Report {
     /// metric, then the ratio of the headline metric (metrics[0]) for each pair in
     /// `ratios`, oriented so that above 1 means the first impl wins. Prints the placement
     /// probe before and after.
+    /// The headline figure of `samples` (one per repetition, repetition `k` in layout
+    /// `k` of [`crate::spsc::LAYOUTS`]) at the fresh-ring layout (the first repetition)
+    /// and at the best layout run, beside the median.
+    fn layout_figures(
+        &mut self,
+        result: &mut crate::markdown::ScenarioResult,
+        impl_name: &str,
+        samples: &[f64],
+        metric: &Metric,
+    ) {
+        // One layout for every repetition: no layout to compare with.
+        if std::env::var_os("REPORT_LAYOUT").is_some() {
+            return;
+        }
+        let Some(&fresh) = samples.first() else {
+            return;
+        };
+        let best = samples.iter().copied().fold(fresh, |b, v| {
+            if metric.higher_is_better == (v > b) {
+                v
+            } else {
+                b
+            }
+        });
+        let layouts = samples.len().min(crate::spsc::LAYOUTS.len());
+        for (label, v) in [
+            (" (fresh ring)".to_string(), fresh),
+            (format!(" (best of {layouts} layouts)"), best),
+        ] {
+            result
+                .figures
+                .push((impl_name.to_string(), label, v, metric.unit));
+        }
+    }
+
     pub fn scenario(
         &mut self,
         name: &str,
@@ -365,6 +405,9 @@ impl Report {
                     v,
                     metric.unit,
                 );
+            }
+            if LAYOUT_BOUND.contains(&name) {
+                self.layout_figures(&mut result, impl_name, &samples[i][0], &metrics[0]);
             }
             medians.push((*impl_name, per_metric));
             // The counted instructions of the same code shape, per item: a difference a
