@@ -10,12 +10,14 @@ use flowline::cell::AssignUnlessEqual;
 
 use crate::harness::{alone, pair, Impl, Metric, Report};
 
-/// Three fields on one line, as in the virtio test.
+/// Three fields on one line, as in the virtio test, and a fourth that the reading writers
+/// of `cell_2writers_unchanged_reading` read.
 #[derive(Default)]
 pub(crate) struct Fields {
     pub(crate) a: AtomicU64,
     pub(crate) b: AtomicU64,
     pub(crate) c: AtomicU64,
+    pub(crate) d: AtomicU64,
 }
 
 #[derive(Clone, Copy)]
@@ -52,6 +54,31 @@ fn rewrite_loop(w: Write, line: &Fields, iters: u64) {
     }
 }
 
+/// The writers' loop as a packet loop: each iteration does some work of its own (a chain
+/// of dependent multiplies, tens of ns), writes the three fields and reads the line's
+/// fourth, as a driver reads its ring's state. Between two iterations of one writer the
+/// other has run, so a plain store has taken the line away and the read waits for it;
+/// in the write-only loop each writer keeps the line for many iterations and its stores
+/// wait in the store buffer, where no instruction waits for them.
+#[inline(never)]
+fn rewrite_read_loop(w: Write, line: &Fields, iters: u64) -> u64 {
+    let mut seen = 0u64;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..iters {
+        for _ in 0..WORK {
+            x = black_box(x)
+                .wrapping_mul(0x2545_f491_4f6c_dd1d)
+                .wrapping_add(1);
+        }
+        w.put3(line, 0);
+        seen = seen.wrapping_add(line.d.load(Ordering::Relaxed));
+    }
+    seen.wrapping_add(black_box(x) & 1)
+}
+
+/// Dependent multiplies per iteration of [`rewrite_read_loop`].
+const WORK: u32 = 32;
+
 fn impls<'a>(f: impl Fn(Write) -> Vec<f64> + 'a + Copy) -> Vec<Impl<'a>> {
     vec![
         ("flowline", Box::new(move || f(Write::Flowline))),
@@ -81,6 +108,30 @@ pub fn run(r: &mut Report) {
             };
             let (ta, tb) = pair(body, body);
             vec![(ta + tb) / iters as f64]
+        }),
+        &[("flowline", "store")],
+    );
+
+    // (a') The same writers as packet loops that also read a field of the line (see
+    // `rewrite_read_loop`): the line transfers of a plain store, which the write-only
+    // loop's store buffer hides, now delay the reads.
+    let iters_rw = iters / 10;
+    r.scenario(
+        "cell_2writers_unchanged_reading",
+        &[Metric {
+            suffix: "",
+            unit: "ns",
+            higher_is_better: false,
+        }],
+        impls(move |w| {
+            let line = CachePadded::new(Fields::default());
+            let body = || {
+                let t = Instant::now();
+                black_box(rewrite_read_loop(w, &line, iters_rw));
+                t.elapsed().as_nanos() as f64
+            };
+            let (ta, tb) = pair(body, body);
+            vec![(ta + tb) / iters_rw as f64]
         }),
         &[("flowline", "store")],
     );

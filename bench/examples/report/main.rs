@@ -92,7 +92,7 @@ fn main() {
                 println!("  FILTER        run only scenarios whose names contain one of these");
                 println!("env: REPORT_CPUS=a,b,.. (CPUs to pin to), REPORT_LAYOUT=advance,offset (one ring layout)");
                 println!("     REPORT_COPY=memcpy|items (how the spsc chunk scenarios copy)");
-                println!("scenarios: cell_2writers_unchanged cell_reader_unchanged");
+                println!("scenarios: cell_2writers_unchanged cell_2writers_unchanged_reading cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32 spsc_pingpong");
                 println!("           spsc_paced40ns_latency spsc_paced100ns_latency");
@@ -102,7 +102,7 @@ fn main() {
                 println!("           dist_1worker dist_any_order_1worker dist_ordered_1worker dist_ordered_elephant_2workers dist_pcap dist_2nodes dist_2nodes_migrating dist_2nodes_balance");
                 println!("           dist_lines dist_latency_light_{{W}}w dist_latency_full_{{W}}w (W = 1, 2)");
                 println!(
-                    "           pipe_a_1worker pipe_ap_1worker pipe_oa_1worker pipe_oap_1worker"
+                    "           pipe_a_1worker pipe_ap_1worker pipe_oa_1worker pipe_oap_1worker bytes_64k"
                 );
                 println!("           lock_uncontended lock_contended_2threads");
                 println!(

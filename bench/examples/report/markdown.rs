@@ -29,6 +29,7 @@ const TARGETS: &[(&str, &str, &str, f64)] = &[
     ("spsc_pingpong", "flowline", "rtrb", 0.9),
     ("counter_2writers_inc", "flowline_handle", "atomic", 10.0),
     ("cell_2writers_unchanged", "flowline", "store", 1.2),
+    ("cell_2writers_unchanged_reading", "flowline", "store", 1.2),
     ("wait_spsc_burst32", "flowline_wait", "flowline", 0.97),
     ("wait_spsc_burst32", "flowline_waitable", "flowline", 0.97),
     ("bytes_64k", "flowline", "unix", 2.0),
