@@ -4,12 +4,39 @@
 use core::fmt;
 
 use crate::fifo::CapacityError;
+use crate::wait::WaitStrategy;
 
 use super::atomic::Atomic;
 use super::lanes::Pick;
 use super::reorder::MAX_WINDOW;
 use super::schedule::Schedule;
 use super::Distributor;
+
+/// The wait strategy a distributor of `workers` workers starts with, for its own waits
+/// and its workers' ([`WaitStrategy::default`], spinning first), unless the distributor's
+/// thread and its workers outnumber the CPUs this process may use: then no spins
+/// (`SpinPark { spins: 0, yields: 8 }`), since a thread spinning there keeps a CPU from
+/// the thread it waits for. A worker added later starts with the strategy for the workers
+/// then active. `set_wait_strategy` overrides either.
+///
+/// ```
+/// use flowline::distributor::default_wait_strategy;
+/// use flowline::wait::WaitStrategy;
+/// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+/// assert_eq!(default_wait_strategy(cpus - 1), WaitStrategy::default());
+/// assert_eq!(default_wait_strategy(cpus), WaitStrategy::SpinPark { spins: 0, yields: 8 });
+/// ```
+#[must_use]
+pub fn default_wait_strategy(workers: usize) -> WaitStrategy {
+    if workers.saturating_add(1) > crate::topology::available_cpus() {
+        WaitStrategy::SpinPark {
+            spins: 0,
+            yields: 8,
+        }
+    } else {
+        WaitStrategy::default()
+    }
+}
 
 /// The most workers one distributor serves.
 ///

@@ -86,7 +86,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 
     /// Adds a worker at run time, beyond those made by [`new`](crate::distributor::new): a handle with fresh
-    /// counters, the default wait strategy and the configured credit. Its id is the lowest id of a removed worker
+    /// counters, the default wait strategy for the workers then active
+    /// ([`default_wait_strategy`](super::default_wait_strategy)) and the configured credit. Its id is the lowest id of a removed worker
     /// ([`remove_worker`](Self::remove_worker)), whose rings it reuses, or else the next
     /// unused one. The new worker takes flows from the next [`distribute`](Self::distribute)
     /// on (a flow with nothing in flight may move to it; flows with packets in flight stay
@@ -126,7 +127,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             parked.stats = stats.handle();
             parked
                 .rx
-                .set_wait_strategy(crate::wait::WaitStrategy::default());
+                .set_wait_strategy(super::config::default_wait_strategy(self.active + 1));
             #[cfg(feature = "async")]
             parked
                 .rx
@@ -140,7 +141,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             return Err(ConfigError::TooManyWorkers(MAX_WORKERS + 1));
         }
         let id = self.lanes.len();
-        let (lane, worker) = lane_pair(id, self.credit as usize, &self.wake, &self.desk)?;
+        let (lane, mut worker) = lane_pair(id, self.credit as usize, &self.wake, &self.desk)?;
+        worker.set_wait_strategy(super::config::default_wait_strategy(self.active + 1));
         self.lanes.push(lane);
         self.active += 1;
         self.publish_roster();

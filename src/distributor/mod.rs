@@ -176,8 +176,8 @@ pub use admission::AdmitAll;
 pub use atomic::Atomic;
 use backlog::Backlog;
 pub use config::{
-    Config, ConfigError, FlushError, JoinError, NoWorkers, DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD,
-    MAX_CREDIT, MAX_WORKERS,
+    default_wait_strategy, Config, ConfigError, FlushError, JoinError, NoWorkers,
+    DEFAULT_LANE_BATCH, DEFAULT_LANE_HOLD, MAX_CREDIT, MAX_WORKERS,
 };
 use lanes::{roster_of, Lane, Pick};
 pub use ordered::{new_ordered, Ordered};
@@ -330,7 +330,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         let mut lanes = Vec::with_capacity(config.workers);
         let mut workers = Vec::with_capacity(config.workers);
         for id in 0..config.workers {
-            let (lane, worker) = lane_pair(id, config.credit, &wake, &desk)?;
+            let (lane, mut worker) = lane_pair(id, config.credit, &wake, &desk)?;
+            worker.set_wait_strategy(default_wait_strategy(config.workers));
             lanes.push(lane);
             workers.push(worker);
         }
@@ -353,7 +354,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             wake,
             desk,
             naps: (Duration::from_millis(1), Duration::from_millis(8)),
-            strategy: WaitStrategy::default(),
+            strategy: default_wait_strategy(config.workers),
             batch: 1,
             hold: 0,
             calls: 0,

@@ -280,7 +280,10 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     }
 
     /// Sets how [`distribute_wait`](Self::distribute_wait) and
-    /// [`collect_wait`](Self::collect_wait) wait (default: [`WaitStrategy::default`]).
+    /// [`collect_wait`](Self::collect_wait) wait (default: [`default_wait_strategy`] of the
+    /// workers it was made with).
+    ///
+    /// [`default_wait_strategy`]: crate::distributor::default_wait_strategy
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
@@ -300,7 +303,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitStrategy;
     /// let (d, _ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
-    /// assert_eq!(d.wait_strategy(), WaitStrategy::default());
+    /// assert_eq!(d.wait_strategy(), distributor::default_wait_strategy(1));
     /// ```
     #[must_use]
     pub fn wait_strategy(&self) -> WaitStrategy {

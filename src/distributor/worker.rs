@@ -326,15 +326,15 @@ impl<T> Worker<T> {
         self.ends().rx.set_wait_strategy(strategy);
     }
 
-    /// How [`recv_burst_wait`](Self::recv_burst_wait) waits (a worker that re-joins keeps
-    /// its strategy; one made by [`add_worker`](super::Distributor::add_worker) starts with
-    /// the default).
+    /// How [`recv_burst_wait`](Self::recv_burst_wait) waits (at first
+    /// [`default_wait_strategy`](super::default_wait_strategy) of its distributor's
+    /// workers; a worker that re-joins keeps its strategy).
     ///
     /// ```
     /// use flowline::distributor::{self, Config};
     /// use flowline::wait::WaitStrategy;
     /// let (_d, ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
-    /// assert_eq!(ws[0].wait_strategy(), WaitStrategy::default());
+    /// assert_eq!(ws[0].wait_strategy(), distributor::default_wait_strategy(1));
     /// ```
     #[must_use]
     pub fn wait_strategy(&self) -> WaitStrategy {

@@ -265,7 +265,7 @@ fn add_and_remove_workers_errors_ids_and_counters() {
     );
     assert_eq!(
         fresh.wait_strategy(),
-        flowline::wait::WaitStrategy::default(),
+        distributor::default_wait_strategy(d.active_workers()),
         "not the removed worker's"
     );
     #[cfg(feature = "async")]
