@@ -46,17 +46,26 @@ fn cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn run(packets: u64, workers: usize, mode: Mode, strategy: WaitStrategy) -> (Duration, Duration) {
+fn run(
+    packets: u64,
+    workers: usize,
+    mode: Mode,
+    strategy: Option<WaitStrategy>,
+) -> (Duration, Duration) {
     let (mut d, ws) =
         distributor::new(Config::default().workers(workers).credit(256), |p: &u64| {
             *p % FLOWS
         })
         .expect("config");
-    d.set_wait_strategy(strategy);
+    if let Some(s) = strategy {
+        d.set_wait_strategy(s);
+    }
     let threads: Vec<_> = ws
         .into_iter()
         .map(|mut w| {
-            w.set_wait_strategy(strategy);
+            if let Some(s) = strategy {
+                w.set_wait_strategy(s);
+            }
             std::thread::spawn(move || {
                 let mut b = Vec::new();
                 loop {
@@ -167,19 +176,24 @@ fn main() {
     let (mut packets, mut runs) = (2_000_000u64, 5usize);
     let mut workers = vec![1usize, 2];
     let mut modes = vec![Mode::Wait, Mode::Poll];
-    let mut strategy = WaitStrategy::default();
+    // None: the distributor's own default (`distributor::default_wait_strategy`).
+    let mut strategy = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let v = it.next().map_or_else(|| bad(a), String::as_str);
         match a.as_str() {
             "--strategy" => {
-                strategy = match v {
+                strategy = Some(match v {
                     "park" => WaitStrategy::default(),
                     "yield" => WaitStrategy::SpinYield { spins: 128 },
                     "spin" => WaitStrategy::Spin,
+                    "yieldpark" => WaitStrategy::SpinPark {
+                        spins: 0,
+                        yields: 8,
+                    },
                     _ => bad(v),
-                }
+                })
             }
             "--packets" => packets = v.parse().unwrap_or_else(|_| bad(v)),
             "--runs" => runs = v.parse().unwrap_or_else(|_| bad(v)),
