@@ -159,6 +159,8 @@ impl<T> RejoinToken<T> {
         *state = State::Asked;
         drop(state);
         let desk = &self.control.desk;
+        // Release: pairs with the serving call's Acquire swap, which then sees the request
+        // and this worker's leave marker, both published before.
         desk.pending.store(true, Ordering::Release);
         // A distributor asleep in a wait polls again.
         desk.wake.notify();
@@ -170,6 +172,7 @@ impl<T> RejoinToken<T> {
                 State::Refused(e) => return Err(RejoinError::Refused(e)),
                 State::Asked | State::Idle => *state = State::Asked,
             }
+            // Acquire: pairs with the Release store of `RejoinDesk::close`.
             if desk.closed.load(Ordering::Acquire) {
                 *state = State::Idle;
                 return Err(RejoinError::Disconnected);
@@ -207,6 +210,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
 
     /// Whether a token posted a request no call has served yet.
     pub(super) fn rejoin_asked(&self) -> bool {
+        // Relaxed: a hint for the waits' re-check, which the sleeper protocol orders after
+        // the token's store (it notifies after storing); the serving swap does the rest.
         self.desk.pending.load(Ordering::Relaxed)
     }
 
@@ -239,7 +244,8 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
                 Ok(parked) => State::Granted(Box::new(self.activate(id, parked))),
                 Err(JoinError::Active(_)) if self.leave_posted(&control) => {
                     // Its leave is on the way (posted after this poll's reads): a later
-                    // call serves it.
+                    // call serves it. Relaxed: only this thread reads the flag to serve, and
+                    // the request is already in place under its lock.
                     self.desk.pending.store(true, Ordering::Relaxed);
                     continue;
                 }
@@ -271,6 +277,7 @@ struct Repend {
 impl Drop for Repend {
     fn drop(&mut self) {
         if self.armed {
+            // Release, as a token's store: the requests stay visible to the next swap.
             self.desk.pending.store(true, Ordering::Release);
         }
     }
@@ -287,6 +294,7 @@ impl RejoinDesk {
 
     /// The distributor is gone: waiting tokens stop waiting.
     pub(super) fn close<T>(&self, controls: impl Iterator<Item = Arc<Control<T>>>) {
+        // Release: pairs with the waiting tokens' Acquire load.
         self.closed.store(true, Ordering::Release);
         for c in controls {
             // Taking the lock orders the flag before a waiter's next look.
