@@ -6,7 +6,7 @@
 #                                shared libraries they load into .dev/ (git-ignored through
 #                                .git/info/exclude), about 4 MB;
 #   scripts/scaling.sh run       (there, from the repository root, with .dev/ copied along)
-#                                runs, each time-boxed, in one session:
+#                                runs, each time-boxed, in one go:
 #     - report --threads 2,4,8,15 scale_        (about 110 s; with scale_ordered_elephant_3t,
 #       one flow over 2 ordered workers against 1 at about 200 ns of work per packet)
 #     - report's 2-thread scenarios: spsc_r1024, spsc_pingpong, mpsc_r1024_burst32,
