@@ -22,7 +22,9 @@ pub struct ScenarioResult {
 /// The targets the project holds its figures to, by scenario and compared pair: the
 /// paired ratio must reach the bound.
 const TARGETS: &[(&str, &str, &str, f64)] = &[
-    ("spsc_r1024_burst1", "flowline", "rtrb", 1.2),
+    ("spsc_r1024_burst1", "flowline_stack", "rtrb_stack", 1.0),
+    ("spsc_r1024_burst1", "flowline_boxed", "rtrb_boxed", 1.0),
+    ("spsc_r1024_burst1", "flowline_called", "rtrb_called", 1.0),
     ("spsc_r1024_burst8", "flowline", "rtrb", 1.3),
     ("spsc_r1024_burst32", "flowline", "rtrb", 1.2),
     ("spsc_r1024_burst32", "flowline", "raw", 0.6),
@@ -30,8 +32,13 @@ const TARGETS: &[(&str, &str, &str, f64)] = &[
     ("counter_2writers_inc", "flowline_handle", "atomic", 10.0),
     ("cell_2writers_unchanged", "flowline", "store", 1.2),
     ("cell_2writers_unchanged_reading", "flowline", "store", 1.2),
+    ("spsc_paced40ns_latency", "flowline", "rtrb", 1.0),
+    ("spsc_paced100ns_latency", "flowline", "rtrb", 1.0),
+    ("wait_spsc_burst1", "flowline_waitable", "flowline", 0.95),
     ("wait_spsc_burst32", "flowline_wait", "flowline", 0.97),
     ("wait_spsc_burst32", "flowline_waitable", "flowline", 0.97),
+    ("wait_async_pingpong_current", "flowline", "tokio", 1.5),
+    ("wait_async_pingpong_multi", "flowline", "tokio", 1.0),
     ("bytes_64k", "flowline", "unix", 2.0),
     ("bytes_64k", "flowline", "tokio_duplex", 2.0),
 ];

@@ -210,6 +210,10 @@ pub enum Placement {
     /// Both handles boxed one after the other on the main thread (side by side on the
     /// heap), each thread using its box.
     Boxed,
+    /// Each handle on its thread's stack, the consumer's loop a function of its own that
+    /// takes `&mut` the handle and is never inlined, as a user's `fn f(rx: &mut
+    /// Consumer<T>)` is: the handle's fields live in memory, not in registers.
+    Called,
 }
 
 /// One single-item repetition with the handles in `placement`: the producer pushes
@@ -247,7 +251,28 @@ pub fn single<P: Send, C: Send>(
         }
         (t.elapsed(), sum)
     }
+    #[inline(never)]
+    fn consume_called<C>(
+        rx: &mut C,
+        n: u64,
+        pop: impl Fn(&mut C) -> Option<u64>,
+    ) -> (Duration, u64) {
+        consume(rx, n, pop)
+    }
     let (elapsed, sum) = match placement {
+        Placement::Called => {
+            pair(
+                move || {
+                    let mut tx = tx;
+                    produce(&mut tx, n, push)
+                },
+                move || {
+                    let mut rx = rx;
+                    consume_called(&mut rx, n, pop)
+                },
+            )
+            .1
+        }
         Placement::Stack => {
             pair(
                 move || {
@@ -763,6 +788,14 @@ pub fn run(r: &mut Report) {
                     Box::new(move || vec![rtrb_single(n, Placement::Boxed)]),
                 ),
                 (
+                    "flowline_called",
+                    Box::new(move || vec![flowline_single(n, Placement::Called, Single::Default)]),
+                ),
+                (
+                    "rtrb_called",
+                    Box::new(move || vec![rtrb_single(n, Placement::Called)]),
+                ),
+                (
                     "flowline_niche_stack",
                     Box::new(move || vec![niche_single(n, Placement::Stack)]),
                 ),
@@ -796,6 +829,7 @@ pub fn run(r: &mut Report) {
             vec![
                 ("flowline_stack", "rtrb_stack"),
                 ("flowline_boxed", "rtrb_boxed"),
+                ("flowline_called", "rtrb_called"),
                 ("flowline_stack", "flowline_lazy_stack"),
                 ("flowline_boxed", "flowline_lazy_boxed"),
                 ("flowline_stack", "flowline_polite_stack"),

@@ -356,6 +356,8 @@ pub struct ReadChunkIntoIter<'a, T, W: WaitMode = NoWait> {
     consumer: &'a mut Consumer<T, W>,
     /// Items not yet yielded.
     left: usize,
+    /// Items yielded (`head` moved past them, unpublished until `Drop`).
+    taken: usize,
 }
 
 impl<'a, T, W: WaitMode> IntoIterator for ReadChunk<'a, T, W> {
@@ -366,6 +368,7 @@ impl<'a, T, W: WaitMode> IntoIterator for ReadChunk<'a, T, W> {
         ReadChunkIntoIter {
             consumer: self.consumer,
             left: self.len,
+            taken: 0,
         }
     }
 }
@@ -385,6 +388,7 @@ impl<T, W: WaitMode> Iterator for ReadChunkIntoIter<'_, T, W> {
         let v = unsafe { (*c.slot(c.head)).assume_init_read() };
         c.head = c.head.wrapping_add(1);
         self.left -= 1;
+        self.taken += 1;
         Some(v)
     }
 
@@ -397,7 +401,8 @@ impl<T, W: WaitMode> ExactSizeIterator for ReadChunkIntoIter<'_, T, W> {}
 
 impl<T, W: WaitMode> Drop for ReadChunkIntoIter<'_, T, W> {
     fn drop(&mut self) {
-        self.consumer.release_pending();
+        // `next` moved `head` past `taken` items without publishing it.
+        self.consumer.release_taken(self.taken);
     }
 }
 

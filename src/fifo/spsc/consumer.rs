@@ -158,7 +158,9 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Releases `n` consumed slots to the producer (with any that single pops consumed
     /// before): one store to this end's index line, none if there is nothing to release
     /// (an empty burst or chunk commit on an empty ring: rewriting the value already there
-    /// would still take the line from a producer that polls it).
+    /// would still take the line from a producer that polls it). Eager pops leave
+    /// `released` behind, so the first release after them stores even when `n` is 0, once
+    /// (a test of the mode here would cost every burst more than that store).
     #[inline(always)]
     pub(super) fn release(&mut self, n: usize) {
         self.head = self.head.wrapping_add(n);
@@ -167,9 +169,33 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
     }
 
+    /// [`release`](Self::release) for `n` items that `head` already moved past (a chunk's
+    /// iterator): stores when it took any or single pops left slots pending.
+    #[inline(always)]
+    pub(super) fn release_taken(&mut self, n: usize) {
+        if n != 0 || self.has_pending() {
+            self.publish_head();
+        }
+    }
+
+    /// Whether single pops left slots unreleased: only with lazy release (an eager pop
+    /// publishes `head` at once and leaves `released` behind until the next release).
+    #[inline(always)]
+    fn has_pending(&self) -> bool {
+        self.release_batch != 1 && self.released != self.head
+    }
+
+    /// Publishes `head` and marks it released.
     #[inline(always)]
     fn publish_head(&mut self) {
         self.released = self.head;
+        self.store_head();
+    }
+
+    /// Stores `head` to the shared line (and wakes a producer waiting for room), without
+    /// touching `released`: the eager pop's one store of an index.
+    #[inline(always)]
+    fn store_head(&mut self) {
         self.lines.stored();
         // Release: pairs with the producer's Acquire load of `head`, so this end's reads of
         // the released slots happen before the producer reuses them.
@@ -187,16 +213,23 @@ impl<T, W: WaitMode> Consumer<T, W> {
     #[inline(always)]
     fn consume_one(&mut self) {
         self.head = self.head.wrapping_add(1);
-        // Also release when this pop took the last item this end knows of: a consumer that
-        // pops what it saw and then waits for something else leaves nothing pending.
-        // (A single `release_at` index, re-armed at each release and read of `tail`, saves a
-        // comparison here, but cost boxed handles a quarter of their throughput when the
-        // cores were far apart.)
-        if self.head.wrapping_sub(self.released) >= self.release_batch
-            || self.head == self.cached_tail
-        {
-            self.publish_head();
+        // Eager (the default): one store, the shared index; `released` is read only with
+        // lazy release on (`has_pending`), and turning that on catches it up. One call of
+        // `store_head` for both modes keeps `pop` small enough to inline into its loop.
+        if self.release_batch != 1 {
+            // Lazy: also release when this pop took the last item this end knows of: a
+            // consumer that pops what it saw and then waits for something else leaves
+            // nothing pending. (A single `release_at` index, re-armed at each release and
+            // read of `tail`, saves a comparison here, but cost boxed handles a quarter of
+            // their throughput when the cores were far apart.)
+            if self.head.wrapping_sub(self.released) < self.release_batch
+                && self.head != self.cached_tail
+            {
+                return;
+            }
+            self.released = self.head;
         }
+        self.store_head();
     }
 
     /// Releases to the producer the slots that single [`pop`](Self::pop)s consumed and
@@ -216,7 +249,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     #[inline]
     pub fn release_pending(&mut self) {
-        if self.released != self.head {
+        if self.has_pending() {
             self.publish_head();
         }
     }
@@ -245,10 +278,15 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     pub fn set_lazy_release(&mut self, on: bool) {
         if on {
+            // Eager pops published `head` without moving `released`.
+            if self.release_batch == 1 {
+                self.released = self.head;
+            }
             self.release_batch = super::release_batch_for(self.mask + 1);
         } else {
-            self.release_batch = 1;
+            // Released while `has_pending` still reads `released`.
             self.release_pending();
+            self.release_batch = 1;
         }
     }
 
@@ -633,22 +671,20 @@ impl<T, W: WaitMode> Drop for Consumer<T, W> {
         }
         // SAFETY: taken once, here, and the field is not used again.
         let shared = unsafe { ManuallyDrop::take(&mut self.shared) };
-        consumer_gone::<T, W>(shared, self.head, self.released);
+        consumer_gone::<T, W>(shared, self.head);
     }
 }
 
-/// What dropping a [`Consumer`] does, given its share of the ring, its index and the index
-/// last released.
+/// What dropping a [`Consumer`] does, given its share of the ring and its index.
 #[inline(never)]
 // `W` says whether to wake a sleeper, which only a build with `std` can have.
 #[cfg_attr(not(feature = "std"), allow(clippy::extra_unused_type_parameters))]
-pub(super) fn consumer_gone<T, W: WaitMode>(
-    shared: HandleArc<Shared<T>>,
-    head: usize,
-    released: usize,
-) {
-    // The final index: `Shared::drop` drops what lies between it and `tail`.
-    if head != released {
+pub(super) fn consumer_gone<T, W: WaitMode>(shared: HandleArc<Shared<T>>, head: usize) {
+    // The final index: `Shared::drop` drops what lies between it and `tail`. Stored unless
+    // already there (pops left pending, a forgotten chunk iterator: `head` moved past items
+    // that are no longer in the ring). Relaxed: this end is the only writer of `head`, so
+    // the load reads its own last store.
+    if head != shared.head.load(Ordering::Relaxed) {
         // Release: as in `publish_head`.
         shared.head.store(head, Ordering::Release);
     }

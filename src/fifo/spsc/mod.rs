@@ -521,8 +521,9 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     head: usize,
     /// Last value of `tail` read from the producer's line.
     cached_tail: usize,
-    /// The `head` value last stored to the shared line; single pops leave `head` ahead of
-    /// it by less than `release_batch`.
+    /// With lazy release, the `head` value last stored to the shared line; single pops
+    /// leave `head` ahead of it by less than `release_batch`. Eager pops store `head`
+    /// without moving it (read only while `release_batch > 1`).
     released: usize,
     /// Single pops release their slots in groups of this many (1: every pop).
     release_batch: usize,

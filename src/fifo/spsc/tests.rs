@@ -731,3 +731,64 @@ fn try_pop_sees_every_item_before_disconnected() {
     t.join().unwrap();
     assert_eq!(next, n);
 }
+
+/// A chunk iterator forgotten after it yielded items, with either release mode: the
+/// consumer's drop stores the index past them, so each item is dropped exactly once
+/// (by its taker or by the ring), never twice.
+#[test]
+fn forgotten_chunk_iterator_drops_nothing_twice() {
+    for lazy in [false, true] {
+        let drops = Rc::new(Cell::new(0));
+        let (mut tx, mut rx) = channel::<Tracked>(8).unwrap();
+        rx.set_lazy_release(lazy);
+        for i in 0..5 {
+            tx.push(Tracked(i, drops.clone())).unwrap();
+        }
+        assert_eq!(rx.pop().map(|t| t.0), Some(0));
+        let mut it = rx.read_chunk(3).into_iter();
+        assert_eq!(it.next().map(|t| t.0), Some(1));
+        assert_eq!(it.next().map(|t| t.0), Some(2));
+        core::mem::forget(it);
+        assert_eq!(drops.get(), 3, "lazy: {lazy}");
+        drop(rx);
+        assert_eq!(drops.get(), 3, "the consumer's drop dropped nothing");
+        drop(tx);
+        assert_eq!(drops.get(), 5, "items 3 and 4 dropped by the ring, once");
+    }
+}
+
+/// Eager pops (the default) make one index store each, and switching lazy release on
+/// and off in between loses no release: every slot reaches the producer.
+#[test]
+fn eager_pops_store_once_and_mode_switches_release_everything() {
+    let (mut tx, mut rx) = channel::<u32>(1024).unwrap();
+    assert_eq!(tx.push_burst(&[1; 1024]), 1024);
+    for k in 1..=3 {
+        assert_eq!(rx.pop(), Some(1));
+        assert_eq!(rx.lines.stores(), k, "one store per eager pop");
+    }
+    assert_eq!(tx.free(), 3);
+    rx.set_lazy_release(true);
+    for _ in 0..5 {
+        assert_eq!(rx.pop(), Some(1));
+    }
+    assert_eq!((rx.lines.stores(), tx.free()), (3, 3), "five pending");
+    rx.set_lazy_release(false);
+    assert_eq!(
+        (rx.lines.stores(), tx.free()),
+        (4, 8),
+        "released on the switch"
+    );
+    rx.release_pending();
+    assert_eq!(rx.lines.stores(), 4, "nothing left to release");
+    assert_eq!(rx.pop(), Some(1));
+    assert_eq!((rx.lines.stores(), tx.free()), (5, 9));
+    // The first burst after eager pops catches `released` up (one store of the value
+    // already there); from then on an empty burst stores nothing.
+    assert_eq!(rx.pop_burst(&mut [0; 0]), 0);
+    assert_eq!(rx.lines.stores(), 6);
+    assert_eq!(rx.pop_burst(&mut [0; 0]), 0);
+    assert_eq!(rx.lines.stores(), 6, "an empty burst stores nothing");
+    assert_eq!(rx.pop_burst(&mut [0; 4]), 4);
+    assert_eq!((rx.lines.stores(), tx.free()), (7, 13));
+}
