@@ -78,30 +78,40 @@ pub(crate) struct Sleepers {
     cv: Condvar,
 }
 
-/// A ring index and the sleepers that its stores wake, side by side on the index's line:
-/// the publisher's check after its store addresses the sleeper word from the index's own
-/// address (8 bytes on), so no second pointer stays live in the publisher's loop, and
-/// reads it from the line it has just written. The sleepers write the word only when they
-/// go to sleep or wake, so the line moves no more often than the index makes it move.
+/// A ring index and the sleepers that its stores wake: the sleepers on the next line of
+/// the same padded unit. The publisher's check after its store addresses the sleeper word
+/// from the index's own address (one line on), so no second pointer stays live in the
+/// publisher's loop. The word sits on a line of its own because a load from the line just
+/// stored waits for that line to come back from the reader that polls the index, once per
+/// publication; the sleeper line is written only when a sleeper goes to sleep or wakes, so
+/// it stays in both ends' caches (see `docs/performance-notes.md`, section 14).
 /// Dereferences to the index.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct WakingIndex {
     index: AtomicUsize,
-    sleepers: Sleepers,
+    sleepers: SleeperLine,
 }
 
-// The sleeper word is the first field of `Sleepers` (`repr(C)`), which follows the index
-// with no padding where its alignment is at most the index's size: 8 bytes on, as the
-// `asm!` load in `WakingIndex::notify` takes it.
+/// [`Sleepers`] starting a line of their own.
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct SleeperLine(Sleepers);
+
+// The sleeper word is the first field of `Sleepers` (`repr(C)`), which starts the line
+// after the index's (the 8-byte index, then the 64-byte-aligned sleepers): 64 bytes on,
+// as the `asm!` load in `WakingIndex::notify` takes it.
 #[cfg(all(
     target_arch = "x86_64",
     target_pointer_width = "64",
     not(loom),
     not(miri)
 ))]
-const _: () =
-    assert!(core::mem::size_of::<AtomicUsize>() == 8 && core::mem::align_of::<Sleepers>() <= 8);
+const _: () = assert!(
+    core::mem::size_of::<AtomicUsize>() == 8
+        && core::mem::align_of::<SleeperLine>() == 64
+        && core::mem::size_of::<WakingIndex>() <= 128
+);
 
 impl WakingIndex {
     /// An index at `value` with no sleepers (call [`register`] first, as for
@@ -109,14 +119,14 @@ impl WakingIndex {
     pub(crate) fn new(value: usize) -> Self {
         WakingIndex {
             index: AtomicUsize::new(value),
-            sleepers: Sleepers::new(),
+            sleepers: SleeperLine(Sleepers::new()),
         }
     }
 
     /// The sleepers that this index's publications wake.
     #[inline(always)]
     pub(crate) fn sleepers(&self) -> &Sleepers {
-        &self.sleepers
+        &self.sleepers.0
     }
 
     /// The publisher's check right after it stored the index: [`Sleepers::notify`], with
@@ -124,13 +134,13 @@ impl WakingIndex {
     #[inline(always)]
     pub(crate) fn notify(&self) {
         let w = load_after_publish!(
-            "mov {w:e}, dword ptr [{p} + 8]",
-            // The word is 8 bytes past the index (the assertion above).
+            "mov {w:e}, dword ptr [{p} + 64]",
+            // The word is 64 bytes past the index (the assertion above).
             (self as *const Self).cast::<u8>(),
-            self.sleepers.waiting
+            self.sleepers.0.waiting
         );
         if w != 0 {
-            self.sleepers.notify_slow(w);
+            self.sleepers.0.notify_slow(w);
         }
     }
 }
@@ -495,7 +505,7 @@ mod fence_bit_tests {
         s.notify();
     }
 
-    /// A waking index's sleeper word sits 8 bytes past the index on 64-bit targets (where
+    /// A waking index's sleeper word starts the line after the index's on 64-bit targets (where
     /// the publisher's `asm!` load addresses it so), and its check wakes a sleeper
     /// announced there.
     #[test]
@@ -506,7 +516,7 @@ mod fence_bit_tests {
         if cfg!(target_pointer_width = "64") {
             let base = (&ix as *const WakingIndex).cast::<u8>();
             let word = ix.sleepers().waiting.as_ptr().cast::<u8>().cast_const();
-            assert_eq!(word as usize - base as usize, 8);
+            assert_eq!(word as usize - base as usize, 64);
         }
         let fence = ix.sleepers().waiting.load(Ordering::SeqCst);
         let woken = Arc::new(AtomicBool::new(false));

@@ -228,8 +228,8 @@ pub fn channel<T>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Capacit
 /// As [`channel`], for a ring whose ends can also wait: [`Producer::push_wait`],
 /// [`Consumer::pop_wait`] and their burst forms (see [`crate::wait`]). Every publication
 /// of such a ring (one per push, burst or chunk commit) also checks whether the other end
-/// sleeps: a load of a word nobody writes while both ends run, on the line of the index just
-/// stored, and a predictable branch.
+/// sleeps: a load of a word nobody writes while both ends run, on the line after the index
+/// just stored (so it stays in both caches), and a predictable branch.
 ///
 /// # Errors
 ///
@@ -396,13 +396,13 @@ fn make<T, W: WaitMode>(
 /// The state both ends share. `tail` and `head` are each alone on a padded line; the rest
 /// is read only at creation, by `is_abandoned` and at drop.
 struct Shared<T> {
-    /// Index one past the last published item. Written by the producer only. On its line
-    /// (with `std`): a consumer sleeping until items arrive (`pop_wait`), whose word is
-    /// written only when it goes to sleep or wakes and read after every publication of
-    /// `tail` by a waitable ring (never by a `channel` ring).
+    /// Index one past the last published item. Written by the producer only. On the next
+    /// line of its padded unit (with `std`): a consumer sleeping until items arrive
+    /// (`pop_wait`), whose word is written only when it goes to sleep or wakes and read
+    /// after every publication of `tail` by a waitable ring (never by a `channel` ring).
     tail: CachePadded<Index>,
-    /// Index of the next item to consume. Written by the consumer only. On its line: a
-    /// producer sleeping until room appears (`push_wait`), likewise.
+    /// Index of the next item to consume. Written by the consumer only. On the next line
+    /// of its unit: a producer sleeping until room appears (`push_wait`), likewise.
     head: CachePadded<Index>,
     producer_gone: AtomicBool,
     consumer_gone: AtomicBool,
@@ -412,7 +412,7 @@ struct Shared<T> {
     _owns: PhantomData<T>,
 }
 
-/// A ring index: with `std`, with the sleepers its stores wake on its line.
+/// A ring index: with `std`, with the sleepers its stores wake on the next line.
 #[cfg(feature = "std")]
 type Index = wait::WakingIndex;
 #[cfg(not(feature = "std"))]
