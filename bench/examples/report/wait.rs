@@ -359,6 +359,15 @@ fn flush_handback(rounds: usize) -> Vec<f64> {
     vec![at(0.5), at(0.9)]
 }
 
+/// A waitable ring of [`RING`] slots advanced by the repetition's layout, as the plain
+/// ring of `spsc::flowline_single` is, so the rows compare the same slots.
+fn waitable_ring() -> (spsc::Producer<u64, Wait>, spsc::Consumer<u64, Wait>) {
+    let (mut tx, mut rx) = spsc::waitable::<u64>(RING).unwrap();
+    crate::spsc::advance(|v| tx.push(v).is_ok(), || rx.pop());
+    rx.release_pending();
+    (tx, rx)
+}
+
 pub fn run(r: &mut Report) {
     let thr = [Metric {
         suffix: "",
@@ -373,7 +382,7 @@ pub fn run(r: &mut Report) {
             (
                 "flowline_wait",
                 Box::new(move || {
-                    let (tx, rx) = spsc::waitable::<u64>(RING).unwrap();
+                    let (tx, rx) = waitable_ring();
                     vec![single(
                         n1,
                         tx,
@@ -397,7 +406,7 @@ pub fn run(r: &mut Report) {
             (
                 "flowline_waitable",
                 Box::new(move || {
-                    let (tx, rx) = spsc::waitable::<u64>(RING).unwrap();
+                    let (tx, rx) = waitable_ring();
                     vec![single(
                         n1,
                         tx,
