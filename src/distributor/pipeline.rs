@@ -333,4 +333,17 @@ where
     pub fn set_order_check(&mut self, on: bool) {
         self.sched.check_order = on;
     }
+
+    /// Starts every ordered stage's sequence numbers at `seq`, as if `seq` packets had
+    /// passed each, before any packet entered (a test hook: sequence numbers that wrap in
+    /// a packet's stamp). Panics if a stage's window holds packets.
+    #[doc(hidden)]
+    #[cfg(feature = "__test_hooks")]
+    pub fn start_sequences_at(&mut self, seq: u64) {
+        for stage in &mut self.sched.stages {
+            if let Some(win) = stage.window.as_mut() {
+                win.start_at(seq);
+            }
+        }
+    }
 }

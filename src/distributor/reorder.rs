@@ -96,6 +96,24 @@ impl<T> Reorder<T> {
         s
     }
 
+    /// The oldest sequence number not released.
+    #[inline(always)]
+    pub(super) fn oldest(&self) -> u64 {
+        self.head
+    }
+
+    /// Starts an empty window's numbering at `seq`, as if `seq` packets had passed (a test
+    /// hook: sequence numbers near a wrap of a stamp's bits).
+    #[cfg(feature = "__test_hooks")]
+    pub(super) fn start_at(&mut self, seq: u64) {
+        assert!(
+            self.head == self.next && self.parked == 0,
+            "the window is not empty"
+        );
+        self.head = seq;
+        self.next = seq;
+    }
+
     /// Packets handed back and held for an older one.
     pub(super) fn waiting(&self) -> u64 {
         self.ready

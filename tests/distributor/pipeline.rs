@@ -487,3 +487,42 @@ fn a_route_that_panics_on_a_hand_back_loses_nothing() {
     d.distribute(&mut vec![(0, 3, 0)]).unwrap();
     assert_eq!(ws[0].recv_burst(&mut b, 8), Ok(1));
 }
+
+/// Ordered stages whose sequence numbers pass the point where a stamp's 57 bits wrap
+/// (2^57 - 1, and twice that): every round's packets, handed back newest worker first at
+/// both stages, still go on and come out in the order they came.
+#[test]
+fn ordered_stages_keep_order_across_the_stamp_wrap() {
+    const WRAP: u64 = (1 << 57) - 1;
+    for start in [WRAP - 20, 2 * WRAP - 7] {
+        let c = Config::default().workers(2).credit(8);
+        let stages = [StageType::Ordered, StageType::Ordered];
+        let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+        d.start_sequences_at(start);
+        let mut out = Vec::new();
+        for round in 0..4u64 {
+            let mut input: Vec<Pkt> = (0..16).map(|i| (0, i, round * 16 + i)).collect();
+            assert_eq!(d.distribute(&mut input), Ok(16));
+            for stage in 0..2 {
+                let mut got: Vec<Vec<Pkt>> = vec![Vec::new(), Vec::new()];
+                for (w, g) in ws.iter_mut().zip(&mut got) {
+                    w.recv_burst(g, 16).unwrap();
+                }
+                assert_eq!(got[0].len() + got[1].len(), 16, "stage {stage}");
+                // The worker holding the newer packets hands back first.
+                let older = usize::from(got[1].first().map(|p| p.2) < got[0].first().map(|p| p.2));
+                for w in [1 - older, older] {
+                    for p in got[w].iter_mut() {
+                        p.0 = 1;
+                    }
+                    ws[w].done_burst(&mut got[w]).unwrap();
+                }
+                d.distribute(&mut Vec::new()).unwrap();
+            }
+            d.collect(&mut out);
+        }
+        let seqs: Vec<u64> = out.iter().map(|p| p.2).collect();
+        assert_eq!(seqs, (0..64).collect::<Vec<_>>(), "start {start}");
+        assert_eq!(d.stage_entries(), [64, 64]);
+    }
+}

@@ -11,7 +11,7 @@ use crate::distributor::lanes::{probe_offset, Lane, PROBE_STEP};
 use crate::distributor::schedule::sealed::Scheduling;
 use crate::distributor::Distributor;
 
-use super::keys::{check_move, key, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
+use super::keys::{check_move, full_seq, key, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
 use super::stage::{dispatch, held_seqs, Leaving};
 use super::{Pipeline, StageType};
 
@@ -22,7 +22,7 @@ pub(super) enum Fate {
     Stays,
     /// Forwarded from an atomic or parallel stage: to the backlog, routed by this key.
     On(u64),
-    /// Left ordered `stage` (sequence number `seq`): through its window, then completed
+    /// Left ordered `stage` (its stamp's sequence bits `seq`): through its window, then completed
     /// (`None`) or forwarded by the key.
     Window {
         stage: usize,
@@ -128,7 +128,7 @@ where
                     None => Leaving::Done(p),
                 };
                 let win = self.stages[stage].window.as_mut().expect("ordered");
-                win.put(seq, leaving, &mut self.released);
+                win.put(full_seq(win.oldest(), seq), leaving, &mut self.released);
                 dispatch(&mut self.released, returned, backlog);
             }
         }
@@ -138,7 +138,8 @@ where
     /// its place is given up.
     fn give_place_up(&mut self, stamp: u64, returned: &mut Vec<T>, backlog: &mut Backlog<T>) {
         if let Some(win) = self.stages[stage_of(stamp)].window.as_mut() {
-            win.skip(seq_of(stamp), &mut self.released);
+            let seq = full_seq(win.oldest(), seq_of(stamp));
+            win.skip(seq, &mut self.released);
             dispatch(&mut self.released, returned, backlog);
         }
     }

@@ -36,12 +36,31 @@ pub(super) fn stage_of(stamp: u64) -> usize {
     ((stamp & !NEEDS_ROUTE) >> STAGE_SHIFT) as usize
 }
 
-/// The sequence number in the stamp of a packet at an ordered stage. Sequence numbers
-/// count the packets that entered the stage, in the stamp's 57 bits: they wrap after
-/// 2^57 - 1 packets through one stage (centuries at a billion packets a second).
+/// The sequence-number bits in the stamp of a packet at an ordered stage: its window's
+/// sequence number modulo [`SEQ_MOD`] ([`low_seq`]; [`full_seq`] gives it back).
 #[inline(always)]
 pub(super) fn seq_of(stamp: u64) -> u64 {
     stamp & TAG_BITS
+}
+
+/// A stamp holds a sequence number modulo this (2^57 - 1): its low bits then never equal
+/// [`NEW_SEQ`], and a stage's count wraps in the stamp (after 2^57 - 1 packets, about
+/// four and a half years at a billion packets a second) without a collision, since the
+/// sequence numbers in flight span one window, far less than this.
+pub(super) const SEQ_MOD: u64 = TAG_BITS;
+
+/// The bits a stamp keeps of window sequence number `seq`.
+#[inline(always)]
+pub(super) fn low_seq(seq: u64) -> u64 {
+    seq % SEQ_MOD
+}
+
+/// The window sequence number whose stamp bits are `low`, given the window's oldest
+/// unreleased one: the only one at or past `oldest` within [`SEQ_MOD`] of it (every
+/// sequence number in flight is, the window being far smaller).
+#[inline(always)]
+pub(super) fn full_seq(oldest: u64, low: u64) -> u64 {
+    oldest + (low + SEQ_MOD - oldest % SEQ_MOD) % SEQ_MOD
 }
 
 /// Panics unless a packet at stage `from` may go to `to`, one of `n` stages: its own
@@ -76,7 +95,27 @@ fn moved_back(from: usize, to: usize) -> ! {
 
 #[cfg(test)]
 mod tests {
-    use super::{key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ, TAG_BITS};
+    use super::{
+        full_seq, key, low_seq, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ, SEQ_MOD,
+        TAG_BITS,
+    };
+
+    /// Stamp bits never read as a new packet's, and every sequence number within a
+    /// window of the oldest comes back whole, across each wrap of the stamp bits.
+    #[test]
+    fn sequence_numbers_wrap_in_the_stamp_and_come_back_whole() {
+        for oldest in [0, 5, SEQ_MOD - 3, SEQ_MOD, 2 * SEQ_MOD - 1, u64::MAX - 5000] {
+            for d in [0u64, 1, 2, 3, 4, 1000, 4095] {
+                let Some(seq) = oldest.checked_add(d) else {
+                    continue;
+                };
+                let low = low_seq(seq);
+                assert_ne!(low, NEW_SEQ);
+                assert_eq!(seq_of(key(3, low)), low);
+                assert_eq!(full_seq(oldest, low), seq, "oldest {oldest}, seq {seq}");
+            }
+        }
+    }
 
     #[test]
     fn keys_keep_stage_and_low_bits_apart() {

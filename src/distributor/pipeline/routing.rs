@@ -14,7 +14,8 @@ use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
 use crate::distributor::Distributor;
 
 use super::keys::{
-    bad_stage, check_move, key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ, TAG_BITS,
+    bad_stage, check_move, key, low_seq, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ,
+    TAG_BITS,
 };
 use super::links::Links;
 use super::stage::{Leaving, Stage};
@@ -307,7 +308,11 @@ impl<'p, T> Pass<'p, T> {
             return Err(p);
         };
         let win = window(&mut self.stages[stage]);
-        let seq = if fresh { win.stamp() } else { seq_of(k) };
+        let seq = if fresh {
+            low_seq(win.stamp())
+        } else {
+            seq_of(k)
+        };
         self.router.lanes[w].send(p, key(stage, seq));
         Ok(())
     }
