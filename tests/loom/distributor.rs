@@ -505,3 +505,71 @@ fn a_full_two_stage_pipeline_drains() {
         worker.join().unwrap();
     });
 }
+
+/// A pipeline whose stages have a worker each (links) and whose later stage has the
+/// higher priority: worker 0 serves stage 0 only and forwards, worker 1 serves stage 1
+/// only and completes, both with credit 1. Whatever the interleaving of the three
+/// threads, each packet reaches only a worker linked to its stage, both come out once,
+/// and nothing waits for ever.
+#[test]
+fn linked_workers_with_priorities_pass_packets_on() {
+    use distributor::StageType;
+    use flowline::wait::WaitStrategy;
+    use std::time::Duration;
+    // Three threads: at most 2 preemptions (3 runs for over ten minutes).
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(model.preemption_bound.map_or(2, |b| b.min(2)));
+    model.check(|| {
+        let config = Config::default().workers(2).credit(1);
+        let stages = [StageType::Parallel, StageType::Atomic];
+        let (mut d, ws) =
+            distributor::new_pipeline(config, &stages, |p: &(usize, u8)| (p.0, 7)).unwrap();
+        d.link(0, &[0]).unwrap();
+        d.link(1, &[1]).unwrap();
+        d.set_priority(1, 1).unwrap();
+        d.set_wait_strategy(WaitStrategy::SpinPark {
+            spins: 1,
+            yields: 0,
+        });
+        let handles: Vec<_> = ws
+            .into_iter()
+            .enumerate()
+            .map(|(stage, mut w)| {
+                w.set_wait_strategy(WaitStrategy::SpinPark {
+                    spins: 0,
+                    yields: 0,
+                });
+                thread::spawn(move || {
+                    let mut b = Vec::new();
+                    for _ in 0..2 {
+                        w.recv_burst_wait(&mut b, 1, Duration::MAX).unwrap();
+                        let mut p = b.pop().unwrap();
+                        assert_eq!(p.0, stage, "a packet of a stage this worker does not serve");
+                        if stage == 0 {
+                            p.0 = 1;
+                            w.forward(p).unwrap();
+                        } else {
+                            w.done(p).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Stage 0's one worker has credit for one packet: the second waits its turn.
+        let mut input = vec![(0, 1), (0, 2)];
+        let mut sent = d.distribute(&mut input).unwrap();
+        while !input.is_empty() {
+            sent += d.distribute_wait(&mut input, Duration::MAX).unwrap();
+        }
+        assert_eq!(sent, 2);
+        let mut out = Vec::new();
+        while out.len() < 2 {
+            d.collect_wait(&mut out, Duration::MAX).unwrap();
+        }
+        out.sort_unstable();
+        assert_eq!(out, [(1, 1), (1, 2)]);
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+}
