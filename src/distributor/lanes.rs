@@ -140,13 +140,27 @@ impl<T> Router<'_, T> {
     /// lookup per packet.
     #[inline(always)]
     pub(super) fn route(&mut self, pkt: T, t: u64) -> Result<(), T> {
+        self.route_with(pkt, t, Self::least_loaded)
+    }
+
+    /// [`route`](Self::route) with the worker for an idle or new flow chosen by `choose`
+    /// (given the lanes, the credit, the slack and the pass's pick, read where it is
+    /// called so they stay out of registers on the flow's path), which must return an
+    /// index of the lanes: a flow in flight stays with its worker whatever `choose` says.
+    #[inline(always)]
+    pub(super) fn route_with(
+        &mut self,
+        pkt: T,
+        t: u64,
+        mut choose: impl FnMut(&[Lane<T>], u64, u64, &mut Pick) -> Option<usize>,
+    ) -> Result<(), T> {
         let w = match self.flows.get_mut(t) {
             Some(f) => {
                 debug_assert!(f.worker < self.lanes.len());
                 // Every worker index in the flow table is an index of `lanes` (set from
-                // `least_loaded`, a scan of `lanes`), and `lanes` never shrinks
-                // (`remove_worker` marks a lane removed and keeps it): the bounds checks
-                // here never fail, and cost little (`docs/performance-notes.md`, section 12).
+                // `choose`, a scan of `lanes`), and `lanes` never shrinks (`remove_worker`
+                // marks a lane removed and keeps it): the bounds checks here never fail,
+                // and cost little (`docs/performance-notes.md`, section 12).
                 let lane = &self.lanes[f.worker];
                 if lane.completed < f.last {
                     // In flight: stays with its worker, whatever the load.
@@ -155,7 +169,7 @@ impl<T> Router<'_, T> {
                     }
                 } else {
                     // Idle: may move to the least loaded worker.
-                    match Self::least_loaded(self.lanes, self.credit, self.slack, &mut self.pick) {
+                    match choose(self.lanes, self.credit, self.slack, &mut self.pick) {
                         Some(w) => f.worker = w,
                         None => return Err(pkt),
                     }
@@ -165,7 +179,7 @@ impl<T> Router<'_, T> {
                 f.last = lane.send(pkt, t);
                 return Ok(());
             }
-            None => match Self::least_loaded(self.lanes, self.credit, self.slack, &mut self.pick) {
+            None => match choose(self.lanes, self.credit, self.slack, &mut self.pick) {
                 Some(w) => w,
                 None => return Err(pkt),
             },

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
 use crate::distributor::distribute::PutBack;
-use crate::distributor::flows::{Flow, TagHasher, FLOW_TABLE_SOFT_LIMIT};
+use crate::distributor::flows::{TagHasher, FLOW_TABLE_SOFT_LIMIT};
 use crate::distributor::lanes::{Lane, Pick, Router};
 use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
 use crate::distributor::Distributor;
@@ -264,30 +264,12 @@ impl<'p, T> Pass<'p, T> {
     /// [`Router::route`] when workers serve some stages only: a flow in flight stays with
     /// its worker (whatever it serves now: its order first); an idle or new one goes to
     /// the least loaded worker that serves `stage`.
+    #[inline(never)]
     fn route_linked(&mut self, p: T, k: u64, stage: usize) -> Result<(), T> {
-        let (credit, links) = (self.router.credit, self.links);
-        let lanes = &mut *self.router.lanes;
-        if let Some(f) = self.router.flows.get_mut(k) {
-            let lane = &lanes[f.worker];
-            if lane.completed < f.last {
-                if lane.outstanding() >= credit {
-                    return Err(p);
-                }
-            } else {
-                match linked_lane(lanes, credit, links, stage) {
-                    Some(w) => f.worker = w,
-                    None => return Err(p),
-                }
-            }
-            f.last = lanes[f.worker].send(p, k);
-            return Ok(());
-        }
-        let Some(w) = linked_lane(lanes, credit, links, stage) else {
-            return Err(p);
-        };
-        let last = lanes[w].send(p, k);
-        self.router.flows.set(k, Flow { worker: w, last });
-        Ok(())
+        let links = self.links;
+        self.router.route_with(p, k, |lanes, credit, _, _| {
+            linked_lane(lanes, credit, links, stage)
+        })
     }
 
     /// Places `p` at ordered `stage`: the least loaded worker with credit, stamped with the
