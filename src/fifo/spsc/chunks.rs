@@ -365,6 +365,7 @@ impl<'a, T, W: WaitMode> IntoIterator for ReadChunk<'a, T, W> {
     type IntoIter = ReadChunkIntoIter<'a, T, W>;
 
     fn into_iter(self) -> ReadChunkIntoIter<'a, T, W> {
+        self.consumer.track_releases();
         ReadChunkIntoIter {
             consumer: self.consumer,
             left: self.len,
@@ -402,7 +403,7 @@ impl<T, W: WaitMode> ExactSizeIterator for ReadChunkIntoIter<'_, T, W> {}
 impl<T, W: WaitMode> Drop for ReadChunkIntoIter<'_, T, W> {
     fn drop(&mut self) {
         // `next` moved `head` past `taken` items without publishing it.
-        self.consumer.release_taken(self.taken);
+        self.consumer.end_tracking(self.taken);
     }
 }
 

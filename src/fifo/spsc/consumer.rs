@@ -158,13 +158,13 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// Releases `n` consumed slots to the producer (with any that single pops consumed
     /// before): one store to this end's index line, none if there is nothing to release
     /// (an empty burst or chunk commit on an empty ring: rewriting the value already there
-    /// would still take the line from a producer that polls it). Eager pops leave
-    /// `released` behind, so the first release after them stores even when `n` is 0, once
-    /// (a test of the mode here would cost every burst more than that store).
+    /// would still take the line from a producer that polls it).
     #[inline(always)]
     pub(super) fn release(&mut self, n: usize) {
         self.head = self.head.wrapping_add(n);
-        if self.head != self.released {
+        // `n != 0` first: eager pops leave `released` behind, so it can equal `head` after
+        // a release of items (on a 32-bit target, after 2^32 pops).
+        if n != 0 || self.has_pending() {
             self.publish_head();
         }
     }
@@ -178,11 +178,34 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
     }
 
-    /// Whether single pops left slots unreleased: only with lazy release (an eager pop
-    /// publishes `head` at once and leaves `released` behind until the next release).
+    /// Whether `head` moved past items without being published: pops left pending by lazy
+    /// release, or a chunk's iterator (which switches an eager end to [`EAGER_TRACKED`]
+    /// while it is out, and for good if it is forgotten). An eager pop publishes `head` at
+    /// once and leaves `released` behind, unread.
     #[inline(always)]
     fn has_pending(&self) -> bool {
         self.release_batch != 1 && self.released != self.head
+    }
+
+    /// Before a chunk's iterator moves `head` item by item: an eager end starts keeping
+    /// `released` (so a read of `tail` or `release_pending` finds what the iterator took,
+    /// even if it is forgotten). The iterator's drop switches back.
+    pub(super) fn track_releases(&mut self) {
+        if self.release_batch == 1 {
+            // An eager end's `head` is published (only an iterator leaves it otherwise,
+            // and a forgotten one leaves the end tracked).
+            self.released = self.head;
+            self.release_batch = EAGER_TRACKED;
+        }
+    }
+
+    /// After a chunk's iterator: releases what it took, and an end it switched to
+    /// [`EAGER_TRACKED`] goes back to eager pops that store one index.
+    pub(super) fn end_tracking(&mut self, taken: usize) {
+        self.release_taken(taken);
+        if self.release_batch == EAGER_TRACKED {
+            self.release_batch = 1;
+        }
     }
 
     /// Publishes `head` and marks it released.
@@ -278,7 +301,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     pub fn set_lazy_release(&mut self, on: bool) {
         if on {
-            // Eager pops published `head` without moving `released`.
+            // Eager pops published `head` without moving `released` (a tracked end kept it).
             if self.release_batch == 1 {
                 self.released = self.head;
             }
@@ -299,7 +322,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// ```
     #[must_use]
     pub fn release_batch(&self) -> usize {
-        self.release_batch
+        self.release_batch.max(1)
     }
 
     /// Takes the oldest item, if any.

@@ -505,6 +505,11 @@ pub struct Producer<T, W: WaitMode = NoWait> {
 // one thread uses it at a time (the raw pointer makes it !Sync).
 unsafe impl<T: Send, W: WaitMode> Send for Producer<T, W> {}
 
+/// `Consumer::release_batch` of an end whose pops release every slot at once (as 1) and
+/// also keep `released`, because a chunk's iterator moved `head` without publishing it
+/// (see `Consumer::track_releases`).
+const EAGER_TRACKED: usize = 0;
+
 /// The reading end of an SPSC ring.
 ///
 /// ```
@@ -523,9 +528,11 @@ pub struct Consumer<T, W: WaitMode = NoWait> {
     cached_tail: usize,
     /// With lazy release, the `head` value last stored to the shared line; single pops
     /// leave `head` ahead of it by less than `release_batch`. Eager pops store `head`
-    /// without moving it (read only while `release_batch > 1`).
+    /// without moving it, so it is read only while `release_batch > 1` (eager release
+    /// compares `head` with the shared index instead).
     released: usize,
-    /// Single pops release their slots in groups of this many (1: every pop).
+    /// Single pops release their slots in groups of this many (1: every pop, storing the
+    /// shared index only; [`EAGER_TRACKED`]: every pop, also keeping `released`).
     release_batch: usize,
     /// When a read of `tail` waits first (see "Polite polling").
     polite: Polite,
