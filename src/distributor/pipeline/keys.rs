@@ -1,6 +1,7 @@
 //! The words a pipeline keeps per packet: the *stamp* of each position of a worker's
 //! stream (the stage, and the flow tag's low bits at an atomic or parallel stage, or the
-//! sequence number at an ordered stage) and the *note* of each backlog packet (the stamp
+//! sequence number modulo [`SEQ_MOD`] at an ordered stage) and the *note* of each backlog
+//! packet (the stamp
 //! or key to route it by, or the stage it left when its route is still to be asked).
 
 /// Bits of a key below the stage (six stage bits above them; the top bit marks a backlog
@@ -15,7 +16,7 @@ pub(super) const TAG_BITS: u64 = (1 << STAGE_SHIFT) - 1;
 pub(super) const NEEDS_ROUTE: u64 = 1 << 63;
 
 /// The low bits of the key of a packet bound for an ordered stage that has no sequence
-/// number there yet (a sequence number never reaches it: see [`seq_of`]).
+/// number there yet (a stamp's sequence bits never reach it: see [`SEQ_MOD`]).
 pub(super) const NEW_SEQ: u64 = TAG_BITS;
 
 /// The flow-table key and stamp of a packet at atomic or parallel `stage` of flow `tag`.
