@@ -1,8 +1,8 @@
 //! The words a pipeline keeps per packet: the *stamp* of each position of a worker's
 //! stream (the stage, and the flow tag's low bits at an atomic or parallel stage, or the
 //! sequence number modulo [`SEQ_MOD`] at an ordered stage) and the *note* of each backlog
-//! packet (the stamp
-//! or key to route it by, or the stage it left when its route is still to be asked).
+//! packet (the stamp or key to route it by, or the stage it left when its route is still
+//! to be asked).
 
 /// Bits of a key below the stage (six stage bits above them; the top bit marks a backlog
 /// note still to be routed).
