@@ -260,7 +260,8 @@ pub fn single<P: Send, C: Send>(
         consume(rx, n, pop)
     }
     let (elapsed, sum) = match placement {
-        Placement::Called => {
+        Placement::Stack | Placement::Called => {
+            let called = matches!(placement, Placement::Called);
             pair(
                 move || {
                     let mut tx = tx;
@@ -268,20 +269,11 @@ pub fn single<P: Send, C: Send>(
                 },
                 move || {
                     let mut rx = rx;
-                    consume_called(&mut rx, n, pop)
-                },
-            )
-            .1
-        }
-        Placement::Stack => {
-            pair(
-                move || {
-                    let mut tx = tx;
-                    produce(&mut tx, n, push)
-                },
-                move || {
-                    let mut rx = rx;
-                    consume(&mut rx, n, pop)
+                    if called {
+                        consume_called(&mut rx, n, pop)
+                    } else {
+                        consume(&mut rx, n, pop)
+                    }
                 },
             )
             .1

@@ -850,3 +850,32 @@ fn a_chunk_iterator_tracks_releases_while_it_is_out() {
     assert_eq!(rx.pop(), Some(4), "pops go on, eager");
     assert_eq!((tx.free(), rx.head, rx.released), (8, 4, 4));
 }
+
+/// A caller's loop over a chunk's iterator that panics (an item's handling, here a
+/// closure) unwinds through the iterator's drop: the items it took are released, the
+/// rest stay in the ring, and the end is back to eager pops; nothing is dropped twice.
+#[test]
+fn a_panic_while_iterating_a_chunk_releases_what_was_taken() {
+    let drops = Rc::new(Cell::new(0));
+    let (mut tx, mut rx) = channel::<Tracked>(8).unwrap();
+    for i in 0..4 {
+        tx.push(Tracked(i, drops.clone())).unwrap();
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for t in rx.read_chunk(4) {
+            if t.0 == 1 {
+                panic!("handling item 1");
+            }
+        }
+    }));
+    assert!(r.is_err());
+    assert_eq!(
+        drops.get(),
+        2,
+        "items 0 and 1 dropped in the caller's hands"
+    );
+    assert_eq!((tx.free(), rx.release_batch), (6, 1));
+    assert_eq!(rx.pop().map(|t| t.0), Some(2));
+    drop((tx, rx));
+    assert_eq!(drops.get(), 4);
+}
