@@ -11,7 +11,7 @@ use super::lanes::roster_of;
 use super::protocol::{lane_pair, Parked};
 use super::registry::WorkerRegistry;
 use super::schedule::Schedule;
-use super::worker::{Worker, WORKER_STATS};
+use super::worker::{Staging, Worker, WORKER_STATS};
 use super::Distributor;
 
 impl<T, S: Schedule<T>> Distributor<T, S> {
@@ -71,6 +71,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
         // Positions the last worker handed back out of order are all behind the new one's
         // stream (it starts at `sent`).
         parked.handed_bits.fill(0);
+        let window = parked.handed_bits.len() * 64;
         let w = Worker {
             id,
             ends: Some(parked),
@@ -79,6 +80,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
             low: lane.sent,
             recvd: lane.sent,
             ooo: 0,
+            staged: Staging::new(window),
             control: Arc::clone(&lane.control),
         };
         self.publish_roster();

@@ -20,7 +20,7 @@ use crossbeam_utils::CachePadded;
 use super::config::ConfigError;
 use super::lanes::Lane;
 use super::lanes::NOT_STAGED;
-use super::worker::{Worker, WORKER_FIELDS, WORKER_STATS};
+use super::worker::{Staging, Worker, WORKER_FIELDS, WORKER_STATS};
 use crate::counter::{CounterGroup, GroupHandle};
 use crate::fifo::{spsc, CapacityError, Wait};
 use crate::wait::Sleepers;
@@ -152,6 +152,7 @@ pub(super) fn lane_pair<T>(
         low: 0,
         recvd: 0,
         ooo: 0,
+        staged: Staging::new(words * 64),
         control: Arc::clone(&control),
     };
     let lane = Lane {

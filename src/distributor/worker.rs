@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use crate::wait::{WaitError, WaitStrategy};
 
+mod staging;
 mod stats;
 mod tickets;
 
 use super::protocol::{Control, Parked, Ret};
 use super::rejoin::RejoinToken;
+pub(crate) use staging::Staging;
 pub(crate) use stats::WORKER_FIELDS;
 pub use stats::WORKER_STATS;
 use stats::{DROPPED, LOST, RECEIVED, REDISTRIBUTED, RESCHEDULED, RETURNED};
@@ -70,6 +72,8 @@ pub struct Worker<T> {
     pub(crate) recvd: u64,
     /// Positions above `low` handed back out of order (set in `handed_bits`).
     pub(crate) ooo: usize,
+    /// Those of them not yet published (see [`Staging`]).
+    pub(crate) staged: Staging<T>,
     pub(crate) control: Arc<Control<T>>,
 }
 
@@ -197,6 +201,7 @@ impl<T> Worker<T> {
     /// assert_eq!(w.recv_burst(&mut b, 2), Err(distributor::Disconnected));
     /// ```
     pub fn recv_burst(&mut self, out: &mut Vec<T>, max: usize) -> Result<usize, Disconnected> {
+        self.publish_handed_back();
         let rx = &mut self.ends().rx;
         let n = rx.pop_burst_into(out, max);
         if n == 0 && rx.is_abandoned() && rx.is_empty() {
@@ -247,6 +252,7 @@ impl<T> Worker<T> {
         max: usize,
         timeout: Duration,
     ) -> Result<usize, WaitError> {
+        self.publish_handed_back();
         let n = self.ends().rx.pop_burst_wait(out, max, timeout)?;
         self.held += n;
         self.recvd += n as u64;
@@ -294,6 +300,7 @@ impl<T> Worker<T> {
         out: &mut Vec<T>,
         max: usize,
     ) -> Result<usize, WaitError> {
+        self.publish_handed_back();
         // Counted in the same poll that takes the packets: no await point in between.
         let n = self.ends().rx.pop_burst_async(out, max).await?;
         self.held += n;
@@ -456,6 +463,9 @@ impl<T> Worker<T> {
     /// assert!(b.is_empty());
     /// ```
     pub fn done_burst(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
+        if !self.staged.is_empty() {
+            return self.done_each(pkts);
+        }
         let n = pkts.len().min(self.held);
         // All `n` are pushed (below). Counted before the hand-back is published: a reader that has seen it come back
         // (a flush that returned) finds it in the totals too.
@@ -627,6 +637,8 @@ impl<T> Worker<T> {
     /// assert_eq!(again, [1, 2]);
     /// ```
     pub fn leave(mut self, unprocessed: Vec<T>) -> Result<(), NotHeld<Vec<T>>> {
+        // What was handed back goes back first, before the rest is given up.
+        self.publish_staged(false);
         let mut surplus = Vec::new();
         for pkt in unprocessed {
             if self.held == 0 {
@@ -692,6 +704,8 @@ impl<T> Drop for Worker<T> {
     /// lives; if the distributor is gone, the packets still in this worker's rings are
     /// dropped here (their `Drop` runs).
     fn drop(&mut self) {
+        // Handed back, so not lost: published before the rest is counted lost.
+        self.publish_staged(false);
         if self.held > 0 {
             let n = self.held as u64;
             // Counted before it is published, as in `drop_packet`.
@@ -715,6 +729,7 @@ impl<T> fmt::Debug for Worker<T> {
         f.debug_struct("Worker")
             .field("id", &self.id)
             .field("held", &self.held)
+            .field("staged", &self.staged.len())
             .finish()
     }
 }

@@ -23,6 +23,8 @@ fn recv_all(w: &mut Worker<Pkt>) -> Vec<Pkt> {
     v
 }
 
+/// A burst handed back in reverse: the later packets wait on the worker until the oldest
+/// is back, then all go back in order, as an in-order burst would.
 #[test]
 fn hand_backs_in_reverse_across_flows() {
     let (mut d, mut ws) =
@@ -31,15 +33,73 @@ fn hand_backs_in_reverse_across_flows() {
     let mut input: Vec<Pkt> = (0..8).map(|f| (f, 0)).collect();
     d.distribute(&mut input).unwrap();
     let first = w.next_ticket();
-    let got = recv_all(&mut w);
+    let mut got = recv_all(&mut w);
+    let oldest = got.remove(0);
     for (k, p) in got.into_iter().enumerate().rev() {
-        w.done_at(first.nth(k), p).unwrap();
+        w.done_at(first.nth(k + 1), p).unwrap();
     }
     let mut out = Vec::new();
+    assert_eq!(d.collect(&mut out), 0, "they wait behind the oldest");
+    assert_eq!((w.held(), d.in_flight()), (1, 8));
+    w.done_at(first, oldest).unwrap();
     d.flush(&mut out, LONG).unwrap();
-    assert_eq!(out, (0..8).rev().map(|f| (f, 0)).collect::<Vec<_>>());
+    assert_eq!(out, (0..8).map(|f| (f, 0)).collect::<Vec<_>>());
     assert_eq!(d.in_flight(), 0);
     assert_eq!(d.worker_completed(0), Some(8));
+}
+
+/// Packets handed back past an older one that is still held reach the distributor at the
+/// worker's next receive, or when it publishes them, with their positions; the in-order
+/// hand-backs after them find the right places.
+#[test]
+fn hand_backs_held_back_are_published_by_a_receive_or_on_request() {
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(16), |p: &Pkt| p.0).unwrap();
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut vec![(1, 0), (2, 0), (3, 0), (4, 0)])
+        .unwrap();
+    let first = w.next_ticket();
+    let b = recv_all(&mut w);
+    w.done_at(first.nth(2), b[2]).unwrap();
+    let mut out = Vec::new();
+    d.collect(&mut out);
+    assert!(out.is_empty());
+    // A receive that finds nothing still publishes.
+    assert_eq!(w.recv_burst(&mut Vec::new(), 8), Ok(0));
+    d.collect(&mut out);
+    assert_eq!(out, [(3, 0)]);
+    w.done_at(first.nth(3), b[3]).unwrap();
+    w.publish_handed_back();
+    w.publish_handed_back(); // nothing left: no second copy
+    d.collect(&mut out);
+    assert_eq!(out, [(3, 0), (4, 0)]);
+    let mut rest = vec![b[0], b[1]];
+    w.done_burst(&mut rest).unwrap();
+    d.flush(&mut out, LONG).unwrap();
+    assert_eq!(out, [(3, 0), (4, 0), (1, 0), (2, 0)]);
+    assert_eq!(d.worker_completed(0), Some(4));
+}
+
+/// An in-order burst handed back while later packets wait between its packets: each
+/// waiting packet goes right after the one that uncovers it, so every position is right.
+#[test]
+fn an_in_order_burst_around_staged_packets() {
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(16), |p: &Pkt| p.0).unwrap();
+    let mut w = ws.pop().unwrap();
+    let mut input: Vec<Pkt> = (0..6).map(|f| (f, 0)).collect();
+    d.distribute(&mut input).unwrap();
+    let first = w.next_ticket();
+    let b = recv_all(&mut w);
+    w.done_at(first.nth(4), b[4]).unwrap();
+    w.done_at(first.nth(2), b[2]).unwrap();
+    let mut burst = vec![b[0], b[1], b[3], b[5], (9, 9)];
+    assert_eq!(w.done_burst(&mut burst), Err(NotHeld(())));
+    assert_eq!(burst, [(9, 9)], "the surplus stays");
+    let mut out = Vec::new();
+    d.flush(&mut out, LONG).unwrap();
+    assert_eq!(out, b);
+    assert_eq!(d.in_flight(), 0);
 }
 
 /// The outside scenario: a worker keeps its processed packets for one `done_burst` at the
@@ -127,6 +187,7 @@ fn a_worker_that_reorders_one_flow_is_caught() {
     let t = w.next_ticket();
     let mut b = recv_all(&mut w);
     w.done_at(t.nth(2), b.pop().unwrap()).unwrap();
+    w.publish_handed_back();
     let r = catch_unwind(AssertUnwindSafe(|| d.collect(&mut Vec::new())));
     let msg = *r.unwrap_err().downcast::<String>().unwrap();
     assert!(msg.contains("before the one at position 0"), "{msg}");
@@ -144,6 +205,9 @@ fn credit_is_counted_from_the_oldest_packet_held() {
     let mut b = recv_all(&mut w);
     w.done_at(t.nth(1), b.pop().unwrap()).unwrap();
     let mut more = vec![(3, 0)];
+    assert_eq!(d.distribute(&mut more), Ok(0), "the oldest is still held");
+    assert_eq!(d.in_flight(), 2, "one held, one waiting behind it");
+    w.publish_handed_back();
     assert_eq!(d.distribute(&mut more), Ok(0), "the oldest is still held");
     assert_eq!(d.in_flight(), 1, "one held, one back");
     w.done(b.pop().unwrap()).unwrap();
@@ -218,7 +282,35 @@ fn a_dropped_worker_after_out_of_order_hand_backs() {
     w.done_at(t.nth(1), b[1]).unwrap();
     w.done_at(t, b[0]).unwrap();
     d.flush(&mut out, LONG).unwrap();
-    assert_eq!(out, [(2, 0), (5, 0), (1, 1)]);
+    assert_eq!(out, [(2, 0), (1, 1), (5, 0)]);
+}
+
+/// A worker thread that panics after handing packets back past an older one: its handle
+/// drops as the thread unwinds, and what it handed back still comes back (only the
+/// packet it held is lost).
+#[test]
+fn a_worker_that_panics_with_hand_backs_held_back_loses_only_what_it_held() {
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(8), |p: &Pkt| p.0).unwrap();
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut vec![(1, 0), (2, 0), (3, 0)]).unwrap();
+    let t = std::thread::spawn(move || {
+        let first = w.next_ticket();
+        let b = recv_all(&mut w);
+        w.done_at(first.nth(2), b[2]).unwrap();
+        w.done_at(first.nth(1), b[1]).unwrap();
+        panic!("worker fails while it holds the oldest");
+    });
+    assert!(t.join().is_err());
+    let mut out = Vec::new();
+    assert_eq!(
+        d.flush(&mut out, LONG),
+        Err(FlushError::NoWorkers(Vec::new()))
+    );
+    assert_eq!(out, [(3, 0), (2, 0)], "in the order handed back");
+    assert_eq!(d.stats().snapshot().get("lost"), Some(1));
+    assert_eq!(d.worker_totals().get("returned"), Some(2));
+    assert_eq!(d.in_flight(), 0);
 }
 
 /// The distributor's side of the threaded tests: every packet that comes back is counted
@@ -352,6 +444,7 @@ fn a_panicking_tag_in_an_out_of_order_check_loses_nothing() {
     let t = w.next_ticket();
     let b = recv_all(&mut w);
     w.done_at(t.nth(1), b[1]).unwrap();
+    w.publish_handed_back();
     armed.store(true, Ordering::Relaxed);
     let mut out = Vec::new();
     assert!(catch_unwind(AssertUnwindSafe(|| d.collect(&mut out))).is_err());
@@ -359,7 +452,7 @@ fn a_panicking_tag_in_an_out_of_order_check_loses_nothing() {
     w.done_at(t.nth(2), b[2]).unwrap();
     w.done(b[0]).unwrap();
     d.flush(&mut out, LONG).unwrap();
-    assert_eq!(out, [(2, 0), (3, 0), (1, 0)]);
+    assert_eq!(out, [(2, 0), (1, 0), (3, 0)]);
     assert_eq!(d.in_flight(), 0);
 }
 

@@ -104,6 +104,7 @@ fn a_forward_that_overtakes_its_flow_is_caught_at_atomic_stages() {
         let mut b = Vec::new();
         ws[0].recv_burst(&mut b, 8).unwrap();
         ws[0].forward_at(first.nth(1), (1, 1, 1)).unwrap();
+        ws[0].publish_handed_back();
         let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new())));
         assert_eq!(r.is_err(), caught, "{kind:?}");
         if let Err(e) = r {

@@ -371,10 +371,11 @@ fn wait_through_one_credit<S: distributor::Schedule<u8>>(
 }
 
 /// Hand-backs out of order across flows, merged with in-order ones: the worker hands back
-/// its second packet first (`done_at`, control ring), then the first (`done`, done ring),
-/// then the third out of order past nothing (`drop_at` of the oldest, done as `drop`),
-/// while the distributor polls. Whichever ring it reads first, the positions come out
-/// right: the order checks pass, nothing is lost or counted twice, nothing stays in flight.
+/// its second packet first (`done_at`: it waits on the worker), then the first (`done`,
+/// which the waiting one follows on the done ring), then the third out of order past
+/// nothing (`drop_at` of the oldest, done as `drop`, control ring), while the distributor
+/// polls. Whichever ring it reads first, the positions come out right: the order checks
+/// pass, nothing is lost or counted twice, nothing stays in flight.
 #[test]
 fn out_of_order_hand_backs_merge_across_return_rings() {
     loom::model(|| {
@@ -403,8 +404,56 @@ fn out_of_order_hand_backs_merge_across_return_rings() {
                 thread::yield_now();
             }
         }
-        assert_eq!(out, [b'B', b'A']);
+        assert_eq!(out, [b'A', b'B']);
         assert_eq!(d.stats().snapshot().get("dropped"), Some(1));
+        drop(t.join().unwrap());
+    });
+}
+
+/// The other half of the visibility rule for staged hand-backs: a packet handed back past
+/// the oldest (`done_at`) is published by the worker's next receive, on the control ring
+/// with its position, while the distributor polls and sends a fourth packet; then the
+/// oldest comes back in order and the fourth by ticket, uncovered at once. Whatever the
+/// interleaving, the staged packet reaches `collect` before the oldest, every packet
+/// comes back once, and nothing stays in flight.
+#[test]
+fn staged_hand_backs_are_published_by_the_next_receive() {
+    loom::model(|| {
+        let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(4), |p: &u8| {
+            u64::from(*p)
+        })
+        .unwrap();
+        assert_eq!(d.distribute(&mut vec![b'A', b'B']).unwrap(), 2);
+        let mut w = ws.pop().unwrap();
+        let t = thread::spawn(move || {
+            let first = w.next_ticket();
+            let mut b = Vec::new();
+            while b.len() < 2 {
+                if w.recv_burst(&mut b, 2).unwrap() == 0 {
+                    thread::yield_now();
+                }
+            }
+            w.done_at(first.nth(1), b[1]).unwrap();
+            // Publishes B, then waits for C.
+            while b.len() < 3 {
+                if w.recv_burst(&mut b, 1).unwrap() == 0 {
+                    thread::yield_now();
+                }
+            }
+            w.done_at(first.nth(2), b[2]).unwrap();
+            w.done(b[0]).unwrap();
+            w
+        });
+        let mut out = Vec::new();
+        let mut input = vec![b'C'];
+        while !input.is_empty() || d.in_flight() > 0 {
+            let sent = d.distribute(&mut input).unwrap();
+            if d.collect(&mut out) == 0 && sent == 0 {
+                thread::yield_now();
+            }
+        }
+        assert_eq!(out, [b'B', b'A', b'C']);
+        assert_eq!(d.worker_completed(0), Some(3));
         drop(t.join().unwrap());
     });
 }

@@ -418,8 +418,8 @@ pub fn run(r: &mut Report) {
     let impls: Vec<Impl> = vec![("flowline", Box::new(move || flowline(n, synthetic, 32)))];
     r.scenario("dist_1worker", METRICS, impls, &[]);
     // Hand-backs in any order across flows: each burst of 32 (32 flows) handed back in
-    // reverse, every packet but the oldest on the control ring with its position, against
-    // in-order hand-backs in the same run.
+    // reverse, every packet but the oldest waiting on the worker until the oldest is back,
+    // against in-order hand-backs in the same run.
     let impls: Vec<Impl> = vec![
         (
             "flowline_any_order",

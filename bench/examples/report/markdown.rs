@@ -35,6 +35,12 @@ const TARGETS: &[(&str, &str, &str, f64)] = &[
     // section 13, where the 1.2x of busier hosts is shown).
     ("cell_2writers_unchanged", "flowline", "store", 1.0),
     ("cell_2writers_unchanged_reading", "flowline", "store", 1.0),
+    (
+        "dist_any_order_1worker",
+        "flowline_any_order",
+        "flowline",
+        0.6,
+    ),
     ("spsc_paced40ns_latency", "flowline", "rtrb", 1.0),
     ("spsc_paced100ns_latency", "flowline", "rtrb", 1.0),
     ("wait_spsc_burst1", "flowline_waitable", "flowline", 0.95),

@@ -2,7 +2,8 @@
 //! worker's stream, and the worker's calls that hand a packet back by it. The worker keeps
 //! the oldest position it holds and a bitmap of the credit window for positions handed
 //! back past it (the same scheme as the distributor's lane), so the in-order calls stay a
-//! counter increment.
+//! counter increment. Processed packets handed back past an older one wait on the worker
+//! ([`Staging`](super::Staging), whose documentation states when they are published).
 
 use crate::distributor::protocol::{bit_of, Ret};
 
@@ -59,11 +60,22 @@ impl<T> Worker<T> {
     /// Hands back the processed packet of ticket `t`, which need not be the oldest held:
     /// packets of different flows may come back in any order. Within one flow they must
     /// still come back in the order received (the distributor checks it, as for
-    /// [`done`](Self::done)). The oldest packet held goes back as `done` sends it (on the
-    /// ring of processed packets); any other goes on the control ring, with its position.
+    /// [`done`](Self::done)).
     ///
-    /// The distributor counts a worker's credit from the oldest packet it holds: packets
-    /// handed back past it free no credit until it is back.
+    /// The oldest packet held goes back as `done` sends it. A later one waits on the
+    /// worker, in a slot of its credit window, and is published by the first of:
+    /// - every older packet handed back: it then follows them on the ring of processed
+    ///   packets as an in-order hand-back, so a burst handed back in any order costs the
+    ///   distributor what an in-order burst costs;
+    /// - this worker's next receive (any of the `recv_burst` calls),
+    ///   [`publish_handed_back`](Self::publish_handed_back), [`drop_at`](Self::drop_at),
+    ///   [`reschedule_at`](Self::reschedule_at), [`leave`](Self::leave) or drop: it then
+    ///   goes on the control ring with its position, in the order of the hand-backs.
+    ///
+    /// So a worker that hands packets back by ticket and then blocks elsewhere, still
+    /// holding an older one, calls `publish_handed_back` first. The distributor counts a
+    /// worker's credit from the oldest packet it holds: packets handed back past it free no
+    /// credit until it is back, published or not.
     ///
     /// # Errors
     ///
@@ -80,11 +92,13 @@ impl<T> Worker<T> {
     /// let mut b = Vec::new();
     /// w.recv_burst(&mut b, 8).unwrap();
     /// w.done_at(first.nth(1), b.pop().unwrap()).unwrap(); // flow 2 first
-    /// w.done_at(first, b.pop().unwrap()).unwrap();
-    /// assert!(w.done_at(first, 1).is_err()); // handed back already
     /// let mut out = Vec::new();
     /// d.collect(&mut out);
-    /// assert_eq!(out, [2, 1]);
+    /// assert!(out.is_empty()); // it waits for packet 1, still held
+    /// w.done_at(first, b.pop().unwrap()).unwrap();
+    /// assert!(w.done_at(first, 1).is_err()); // handed back already
+    /// d.collect(&mut out);
+    /// assert_eq!(out, [1, 2]);
     /// ```
     pub fn done_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
         match self.claim(t) {
@@ -93,12 +107,8 @@ impl<T> Worker<T> {
             Claim::Later(pos) => {
                 // Counted before it is published, as in `done`.
                 self.ends().stats.add(RETURNED, 1);
-                self.post(Ret::Done {
-                    at: self.handed,
-                    pos,
-                    pkt,
-                });
-                self.took_later(pos);
+                self.mark_later(pos);
+                self.staged.put(pos, pkt);
                 Ok(())
             }
         }
@@ -129,6 +139,8 @@ impl<T> Worker<T> {
             Claim::NotHeld => Err(NotHeld(pkt)),
             Claim::Oldest => self.drop_packet(pkt),
             Claim::Later(pos) => {
+                // The hand-backs before it go first, in their order.
+                self.publish_staged(false);
                 // Counted before it is published, as in `drop_packet`.
                 self.ends().stats.add(DROPPED, 1);
                 self.post(Ret::Dropped {
@@ -171,6 +183,8 @@ impl<T> Worker<T> {
             Claim::NotHeld => Err(NotHeld(pkt)),
             Claim::Oldest => self.reschedule(pkt),
             Claim::Later(pos) => {
+                // The hand-backs before it go first, in their order.
+                self.publish_staged(false);
                 // Counted before it is published, as in `reschedule`.
                 self.ends().stats.add(RESCHEDULED, 1);
                 self.post(Ret::Resched {
@@ -205,6 +219,7 @@ impl<T> Worker<T> {
     /// let mut b = Vec::new();
     /// ws[0].recv_burst(&mut b, 8).unwrap();
     /// ws[0].forward_at(first.nth(1), (1, 2)).unwrap(); // flow 2 first
+    /// ws[0].publish_handed_back(); // now, not when flow 1's packet is back
     /// ws[0].forward_at(first, (1, 1)).unwrap();
     /// d.distribute(&mut Vec::new()).unwrap();
     /// b.clear();
@@ -233,15 +248,92 @@ impl<T> Worker<T> {
         }
     }
 
-    /// The packet at `pos` (above the oldest held) was handed back: one more hand-back,
-    /// one packet less held, its position marked.
+    /// The packet at `pos` (above the oldest held) was published out of order: one more
+    /// hand-back, one packet less held, its position marked.
     fn took_later(&mut self, pos: u64) {
+        self.mark_later(pos);
+        self.handed += 1;
+    }
+
+    /// The packet at `pos` (above the oldest held) is handed back: one packet less held,
+    /// its position marked (the hand-back is counted where it is published).
+    fn mark_later(&mut self, pos: u64) {
         let bits = &mut self.ends().handed_bits;
         let (word, bit) = bit_of(pos, bits.len());
         bits[word] |= bit;
         self.ooo += 1;
         self.held -= 1;
-        self.handed += 1;
+    }
+
+    /// Publishes now the processed packets handed back by ticket that wait behind an older
+    /// packet still held (see [`done_at`](Self::done_at)): each goes on the control ring
+    /// with its position, in the order they were handed back. A receive does this first
+    /// on its own; a worker that is about to block elsewhere while it holds an older
+    /// packet calls it, so that those packets reach `collect` meanwhile.
+    ///
+    /// ```
+    /// use flowline::distributor::{self, Config};
+    /// let (mut d, mut ws) = distributor::new(Config::default().workers(1).credit(8), |p: &u64| *p).unwrap();
+    /// let mut w = ws.pop().unwrap();
+    /// d.distribute(&mut vec![1, 2]).unwrap();
+    /// let first = w.next_ticket();
+    /// let mut b = Vec::new();
+    /// w.recv_burst(&mut b, 8).unwrap();
+    /// w.done_at(first.nth(1), b.pop().unwrap()).unwrap(); // packet 1 is still held
+    /// w.publish_handed_back();
+    /// let mut out = Vec::new();
+    /// d.collect(&mut out);
+    /// assert_eq!(out, [2]);
+    /// ```
+    #[inline]
+    pub fn publish_handed_back(&mut self) {
+        if !self.staged.is_empty() {
+            self.publish_staged(true);
+        }
+    }
+
+    /// Publishes every staged hand-back on the control ring, with its position, in the
+    /// order they were handed back; wakes a sleeping flush if `notify`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn publish_staged(&mut self, notify: bool) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let order = self.staged.take_order();
+        for &pos in &order {
+            // Empty (or reused by a later position) for one that went in order since.
+            if let Some(pkt) = self.staged.take(pos) {
+                self.post_quietly(Ret::Done {
+                    at: self.handed,
+                    pos,
+                    pkt,
+                });
+                self.handed += 1;
+            }
+        }
+        self.staged.restore_order(order);
+        if notify {
+            self.ends().wake.notify();
+        }
+    }
+
+    /// [`done_burst`](Self::done_burst) while packets are staged: one in-order hand-back
+    /// at a time, so that a staged packet that an earlier one uncovers follows it at once.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn done_each(&mut self, pkts: &mut Vec<T>) -> Result<(), NotHeld<()>> {
+        let n = pkts.len().min(self.held);
+        for pkt in pkts.drain(..n) {
+            if self.done(pkt).is_err() {
+                unreachable!("as many packets are held as are handed back here");
+            }
+        }
+        if pkts.is_empty() {
+            Ok(())
+        } else {
+            Err(NotHeld(()))
+        }
     }
 
     /// `n` packets went back in order: each was the oldest held. Moves `low` past them
@@ -255,25 +347,45 @@ impl<T> Worker<T> {
         }
     }
 
+    /// [`take_oldest`](Self::take_oldest) past positions handed back out of order: the
+    /// staged packets that become the oldest go on the ring of processed packets, in
+    /// order, as one burst right after the hand-back that uncovered them.
     #[cold]
     #[inline(never)]
     fn take_oldest_slow(&mut self, n: usize) {
+        let Some(ends) = self.ends.as_mut() else {
+            unreachable!("a worker's ring ends are taken only by its Drop");
+        };
+        let bits = &mut ends.handed_bits;
+        let (low, ooo, staged) = (&mut self.low, &mut self.ooo, &mut self.staged);
+        let mut published = 0;
         for _ in 0..n {
-            self.low += 1;
-            let mut ooo = self.ooo;
-            let mut low = self.low;
-            let bits = &mut self.ends().handed_bits;
-            while ooo > 0 {
-                let (word, bit) = bit_of(low, bits.len());
-                if bits[word] & bit == 0 {
-                    break;
+            *low += 1;
+            // Past the positions handed back since, yielding those still staged.
+            let mut uncovered = core::iter::from_fn(|| {
+                while *ooo > 0 {
+                    let pos = *low;
+                    let (word, bit) = bit_of(pos, bits.len());
+                    if bits[word] & bit == 0 {
+                        return None;
+                    }
+                    bits[word] &= !bit;
+                    *ooo -= 1;
+                    *low += 1;
+                    if let Some(pkt) = staged.take(pos) {
+                        return Some(pkt);
+                    }
                 }
-                bits[word] &= !bit;
-                ooo -= 1;
-                low += 1;
+                None
+            });
+            published += ends.done.push_burst_iter(&mut uncovered);
+            if uncovered.next().is_some() {
+                unreachable!("done ring sized to the worker's credit cannot be full");
             }
-            self.ooo = ooo;
-            self.low = low;
+        }
+        if published > 0 {
+            self.handed += published as u64;
+            ends.wake.notify();
         }
     }
 }

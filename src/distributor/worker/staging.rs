@@ -1,0 +1,135 @@
+//! The packets a worker hands back out of order, held on its side until they can go back in
+//! order: a reorder buffer indexed by stream position modulo the credit window (the
+//! scheme of DPDK's `rte_reorder` library), with the hand-back order kept beside it.
+//!
+//! The visibility rule: a packet handed back by ticket past an older packet still held
+//! ([`Worker::done_at`](super::Worker::done_at), [`forward_at`](super::Worker::forward_at))
+//! reaches the distributor when every older packet has been handed back (it then follows
+//! them on the ring of processed packets, as an in-order hand-back), or at the worker's
+//! next receive, [`publish_handed_back`](super::Worker::publish_handed_back), out-of-order
+//! drop or reschedule, leave or drop (it then goes on the control ring with its position,
+//! in the order the packets were handed back), whichever comes first. Nothing here is
+//! shared: the rule is kept by the worker's calls alone.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+/// The worker's staged hand-backs (see the module documentation).
+pub(crate) struct Staging<T> {
+    /// Slot `pos % window`: the packet handed back at stream position `pos`, with `pos`.
+    /// Allocated at the first out-of-order hand-back.
+    slots: Box<[Option<(u64, T)>]>,
+    /// The credit window's size (a power of two): no two positions in flight share a slot.
+    window: usize,
+    /// Positions staged, in the order they were handed back (a position gone in order since
+    /// has an empty slot, or a slot holding a later position).
+    order: Vec<u64>,
+    /// Slots in use.
+    n: usize,
+}
+
+impl<T> Staging<T> {
+    /// An empty staging area for a credit window of `window` positions (a power of two).
+    pub(crate) fn new(window: usize) -> Self {
+        debug_assert!(window.is_power_of_two());
+        Staging {
+            slots: Box::new([]),
+            window,
+            order: Vec::new(),
+            n: 0,
+        }
+    }
+
+    /// Whether no packet is staged.
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// How many packets are staged.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Stages `pkt`, handed back at `pos` (a position in flight, not staged yet).
+    pub(crate) fn put(&mut self, pos: u64, pkt: T) {
+        if self.slots.is_empty() {
+            self.slots = (0..self.window).map(|_| None).collect();
+        }
+        let slot = &mut self.slots[pos as usize & (self.window - 1)];
+        debug_assert!(slot.is_none(), "two positions in flight share a slot");
+        *slot = Some((pos, pkt));
+        self.order.push(pos);
+        self.n += 1;
+    }
+
+    /// The packet staged at `pos`, taken out, if there is one.
+    #[inline]
+    pub(crate) fn take(&mut self, pos: u64) -> Option<T> {
+        if self.n == 0 {
+            return None;
+        }
+        let slot = &mut self.slots[pos as usize & (self.window - 1)];
+        match slot {
+            Some((p, _)) if *p == pos => {}
+            _ => return None,
+        }
+        let (_, pkt) = slot.take()?;
+        self.n -= 1;
+        if self.n == 0 {
+            self.order.clear();
+        }
+        Some(pkt)
+    }
+
+    /// The hand-back order, taken out for the caller to walk with [`take`](Self::take);
+    /// given back (cleared) with [`restore_order`](Self::restore_order).
+    pub(crate) fn take_order(&mut self) -> Vec<u64> {
+        core::mem::take(&mut self.order)
+    }
+
+    /// Gives back the vector [`take_order`](Self::take_order) took, emptied (its allocation
+    /// is kept for the next round).
+    pub(crate) fn restore_order(&mut self, mut order: Vec<u64>) {
+        debug_assert_eq!(self.n, 0, "every staged packet was published");
+        order.clear();
+        self.order = order;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Staging;
+
+    #[test]
+    fn slots_are_found_by_position_and_a_reused_slot_is_not_mistaken() {
+        let mut s = Staging::new(4);
+        assert!(s.take(0).is_none());
+        s.put(1, 'a');
+        s.put(3, 'b');
+        assert_eq!(s.len(), 2);
+        // Position 5 shares slot 1 with position 1: not the same packet.
+        assert!(s.take(5).is_none());
+        assert_eq!(s.take(1), Some('a'));
+        s.put(5, 'c');
+        assert!(s.take(1).is_none());
+        let order = s.take_order();
+        assert_eq!(order, [1, 3, 5]);
+        assert_eq!(s.take(3), Some('b'));
+        assert_eq!(s.take(5), Some('c'));
+        assert!(s.is_empty());
+        s.restore_order(order);
+        assert!(s.take_order().is_empty());
+    }
+
+    #[test]
+    fn positions_past_the_wrap_of_a_word_index_still_map_to_their_slot() {
+        let mut s = Staging::new(8);
+        let pos = u64::MAX - 2;
+        s.put(pos, 1u8);
+        s.put(pos.wrapping_add(3), 2);
+        assert_eq!(s.take(pos.wrapping_add(3)), Some(2));
+        assert_eq!(s.take(pos), Some(1));
+        assert!(s.is_empty());
+    }
+}
