@@ -580,8 +580,9 @@ impl<T> Worker<T> {
 
     /// Hands back a packet of a [pipeline](super::new_pipeline) that goes on: the worker
     /// has set the stage (and, if it likes, the flow) that the pipeline's `route` reads,
-    /// and the distributor routes it there, in the order the worker hands its packets
-    /// back. The same hand-back as [`done`](Self::done) (the pipeline tells a forward
+    /// and the distributor routes it there, in the order the worker's hand-backs reach it
+    /// (one forwarded by ticket past an older packet reaches it when it is published: see
+    /// [`done_at`](Self::done_at)). The same hand-back as [`done`](Self::done) (the pipeline tells a forward
     /// from a completion by the stage `route` gives: a later one, or the packet's own), so
     /// forwards and completions share the done ring and its bursts:
     /// [`done_burst`](Self::done_burst) hands back both kinds at once. Like every in-order

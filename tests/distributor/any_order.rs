@@ -80,6 +80,76 @@ fn hand_backs_held_back_are_published_by_a_receive_or_on_request() {
     assert_eq!(d.worker_completed(0), Some(4));
 }
 
+/// A drop or reschedule by ticket publishes the packets waiting on the worker, even when
+/// its ticket names the oldest packet (which does not uncover them).
+#[test]
+fn a_drop_or_reschedule_by_ticket_of_the_oldest_publishes_what_waits() {
+    for resched in [false, true] {
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(1).credit(8), |p: &Pkt| p.0).unwrap();
+        let mut w = ws.pop().unwrap();
+        d.distribute(&mut vec![(1, 0), (2, 0), (3, 0)]).unwrap();
+        let t = w.next_ticket();
+        let b = recv_all(&mut w);
+        w.done_at(t.nth(2), b[2]).unwrap();
+        if resched {
+            w.reschedule_at(t, (4, 0)).unwrap();
+        } else {
+            w.drop_at(t, b[0]).unwrap();
+        }
+        let mut out = Vec::new();
+        d.collect(&mut out);
+        assert_eq!(out, [(3, 0)], "rescheduled: {resched}");
+    }
+}
+
+/// A packet waiting on the worker is counted as returned when it is published, not
+/// before: a handle forgotten with one waiting leaves it in flight and uncounted.
+#[test]
+fn a_waiting_packet_is_counted_when_published() {
+    let (mut d, mut ws) =
+        distributor::new(Config::default().workers(1).credit(4), |p: &Pkt| p.0).unwrap();
+    let mut w = ws.pop().unwrap();
+    d.distribute(&mut vec![(1, 0), (2, 0), (3, 0)]).unwrap();
+    let t = w.next_ticket();
+    let b = recv_all(&mut w);
+    w.done_at(t.nth(2), b[2]).unwrap();
+    assert_eq!(d.worker_totals().get("returned"), Some(0));
+    w.done_at(t.nth(1), b[1]).unwrap();
+    w.publish_handed_back();
+    assert_eq!(d.worker_totals().get("returned"), Some(2));
+    w.done_at(t, b[0]).unwrap();
+    assert_eq!(d.worker_totals().get("returned"), Some(3));
+    // The oldest back while a packet between waiting ones is still held: only the one
+    // it uncovers is published and counted.
+    d.distribute(&mut vec![(6, 0), (7, 0), (8, 0), (9, 0)])
+        .unwrap();
+    let t = w.next_ticket();
+    let b = recv_all(&mut w);
+    w.done_at(t.nth(1), b[1]).unwrap();
+    w.done_at(t.nth(3), b[3]).unwrap();
+    w.done(b[0]).unwrap();
+    assert_eq!(d.worker_totals().get("returned"), Some(5));
+    let mut out = Vec::new();
+    d.collect(&mut out);
+    d.collect(&mut out);
+    d.collect(&mut out);
+    assert_eq!(out, [(3, 0), (2, 0), (1, 0), (6, 0), (7, 0)]);
+    w.done(b[2]).unwrap();
+    assert_eq!(d.worker_totals().get("returned"), Some(7));
+    d.distribute(&mut vec![(4, 0), (5, 0)]).unwrap();
+    let t = w.next_ticket();
+    let b = recv_all(&mut w);
+    w.done_at(t.nth(1), b[1]).unwrap();
+    std::mem::forget(w);
+    let r = d.flush(&mut out, Duration::from_millis(20));
+    assert!(
+        matches!(r, Err(FlushError::Timeout { in_flight: 2, .. })),
+        "{r:?}"
+    );
+    assert_eq!(d.worker_totals().get("returned"), Some(7));
+}
+
 /// An in-order burst handed back while later packets wait between its packets: each
 /// waiting packet goes right after the one that uncovers it, so every position is right.
 #[test]

@@ -32,8 +32,8 @@ pub enum Op {
     /// Worker re-tags its oldest held packet into this flow and reschedules it.
     Resched(usize, u8),
     /// Worker hands back, by its ticket, the oldest held packet of the flow of its k-th
-    /// held packet (not the oldest held, in general): done (0), dropped (1) or
-    /// rescheduled into the given flow (2).
+    /// held packet (not the oldest held, in general): done (0), dropped (1), rescheduled
+    /// into the given flow (2), or done with what waits on the worker published (3).
     AnyOrder(usize, usize, u8, u8),
     /// Worker leaves, handing back its first k held packets unprocessed (the rest count as
     /// dropped).
@@ -67,6 +67,9 @@ struct Model {
     unread_resched: Vec<VecDeque<(u64, u64)>>,
     /// Per worker: processed packets handed back and not read yet.
     unread_done: Vec<usize>,
+    /// Per worker: the tickets of packets handed back by `done_at` past an older packet
+    /// held, waiting on the worker (not published, not counted as returned yet).
+    staged: Vec<Vec<Ticket>>,
     /// Processed packets read by the distributor and not yet collected.
     waiting: usize,
     /// Per worker id: removed for good (and not added again).
@@ -77,6 +80,17 @@ struct Model {
 }
 
 impl Model {
+    /// Worker `w`'s waiting packets that are published now: all of them, or those with no
+    /// older packet held any more.
+    fn publish(&mut self, w: usize, all: bool) {
+        let oldest = self.tickets[w].front().copied();
+        let before = self.staged[w].len();
+        self.staged[w].retain(|&t| !all && oldest.is_some_and(|o| o < t));
+        let n = before - self.staged[w].len();
+        self.unread_done[w] += n;
+        self.done += n as u64;
+    }
+
     /// What the distributor learns when it reads the return rings.
     fn read_returns(&mut self) {
         for w in 0..self.held.len() {
@@ -104,6 +118,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
         dropped: 0,
         unread_resched: vec![VecDeque::new(); workers],
         unread_done: vec![0; workers],
+        staged: vec![Vec::new(); workers],
         waiting: 0,
         removed: vec![false; workers],
         received: 0,
@@ -167,6 +182,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                 };
                 let mut got = Vec::new();
                 let first = wk.next_ticket();
+                m.publish(w, true); // a receive publishes what waits first
                 wk.recv_burst(&mut got, *n).map_err(|e| e.to_string())?;
                 for (k, p) in got.into_iter().enumerate() {
                     m.tickets[w].push_back(first.nth(k));
@@ -223,6 +239,8 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     }
                     _ => unreachable!(),
                 }
+                // The oldest is back: what waited behind it follows.
+                m.publish(w, false);
             }
             Op::AnyOrder(w, k, kind, f) => {
                 let w = *w % ws.len();
@@ -239,23 +257,36 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                     .expect("chosen");
                 let mut p = m.held[w].remove(i).expect("held");
                 let t = m.tickets[w].remove(i).expect("in step");
-                match kind % 3 {
-                    0 => {
+                match kind % 4 {
+                    k @ (0 | 3) => {
                         wk.done_at(t, p).map_err(|e| e.to_string())?;
                         m.done_ids.insert(p.id);
-                        m.unread_done[w] += 1;
-                        m.done += 1;
+                        if i == 0 {
+                            // The oldest: it goes at once.
+                            m.unread_done[w] += 1;
+                            m.done += 1;
+                        } else {
+                            m.staged[w].push(t);
+                        }
+                        if k == 3 {
+                            // What waits behind an older packet goes now.
+                            wk.publish_handed_back();
+                            m.publish(w, true);
+                        }
                     }
                     1 => {
+                        m.publish(w, true); // published ahead of the drop
                         wk.drop_at(t, p).map_err(|e| e.to_string())?;
                         m.dropped += 1;
                     }
                     _ => {
+                        m.publish(w, true); // published ahead of the reschedule
                         p.flow = u64::from(*f) % FLOWS;
                         wk.reschedule_at(t, p).map_err(|e| e.to_string())?;
                         m.unread_resched[w].push_back((p.id, p.flow));
                     }
                 }
+                m.publish(w, false);
                 let probe = Pkt {
                     flow: 0,
                     id: u64::MAX,
@@ -265,6 +296,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
             Op::Leave(w, k) => {
                 let w = *w % ws.len();
                 let Some(wk) = ws[w].take() else { continue };
+                m.publish(w, true); // a leave publishes what waits first
                 let held: Vec<Pkt> = m.held[w].drain(..).collect();
                 m.tickets[w].clear();
                 let k = (*k).min(held.len());
@@ -314,6 +346,7 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
                         m.tickets.push(VecDeque::new());
                         m.unread_resched.push(VecDeque::new());
                         m.unread_done.push(0);
+                        m.staged.push(Vec::new());
                         m.removed.push(false);
                     }
                 }
@@ -368,7 +401,9 @@ pub fn run(workers: usize, credit: usize, ops: &[Op]) -> Result<(), String> {
         )?;
         // Every packet received is held, or counted once more as it left the worker.
         let v = *totals.values();
-        let held: u64 = m.held.iter().map(|h| h.len() as u64).sum();
+        // Packets waiting on a worker count as held: not yet counted as they left.
+        let held: u64 = m.held.iter().map(|h| h.len() as u64).sum::<u64>()
+            + m.staged.iter().map(|s| s.len() as u64).sum::<u64>();
         check(
             v[0] == v[1..].iter().sum::<u64>() + held,
             &format!("registry totals {totals:?} do not balance with {held} held"),

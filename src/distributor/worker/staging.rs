@@ -51,16 +51,41 @@ impl<T> Staging<T> {
         self.n
     }
 
-    /// Stages `pkt`, handed back at `pos` (a position in flight, not staged yet).
-    pub(crate) fn put(&mut self, pos: u64, pkt: T) {
-        if self.slots.is_empty() {
-            self.slots = (0..self.window).map(|_| None).collect();
+    /// Stages `pkt`, handed back at `pos` (a position in flight, not staged yet); gives it
+    /// back if the slots, allocated at the first use, cannot be.
+    pub(crate) fn put(&mut self, pos: u64, pkt: T) -> Result<(), T> {
+        if self.slots.is_empty() && !self.allocate() {
+            return Err(pkt);
         }
         let slot = &mut self.slots[pos as usize & (self.window - 1)];
         debug_assert!(slot.is_none(), "two positions in flight share a slot");
         *slot = Some((pos, pkt));
         self.order.push(pos);
         self.n += 1;
+        Ok(())
+    }
+
+    /// Allocates the slots and room for the hand-back order; whether it could (an
+    /// allocation failure leaves the staging unused, never aborts).
+    #[cold]
+    fn allocate(&mut self) -> bool {
+        let mut slots = Vec::new();
+        let mut order = Vec::new();
+        if slots.try_reserve_exact(self.window).is_err()
+            || order.try_reserve_exact(self.window).is_err()
+        {
+            return false;
+        }
+        slots.resize_with(self.window, || None);
+        self.slots = slots.into_boxed_slice();
+        self.order = order;
+        true
+    }
+
+    /// Whether a packet is staged at `pos`.
+    pub(crate) fn holds(&self, pos: u64) -> bool {
+        self.n != 0
+            && matches!(&self.slots[pos as usize & (self.window - 1)], Some((p, _)) if *p == pos)
     }
 
     /// The packet staged at `pos`, taken out, if there is one.
@@ -105,13 +130,13 @@ mod tests {
     fn slots_are_found_by_position_and_a_reused_slot_is_not_mistaken() {
         let mut s = Staging::new(4);
         assert!(s.take(0).is_none());
-        s.put(1, 'a');
-        s.put(3, 'b');
+        s.put(1, 'a').unwrap();
+        s.put(3, 'b').unwrap();
         assert_eq!(s.len(), 2);
         // Position 5 shares slot 1 with position 1: not the same packet.
         assert!(s.take(5).is_none());
         assert_eq!(s.take(1), Some('a'));
-        s.put(5, 'c');
+        s.put(5, 'c').unwrap();
         assert!(s.take(1).is_none());
         let order = s.take_order();
         assert_eq!(order, [1, 3, 5]);
@@ -123,11 +148,18 @@ mod tests {
     }
 
     #[test]
+    fn slots_that_cannot_be_allocated_give_the_packet_back() {
+        let mut s = Staging::new(1 << 60);
+        assert_eq!(s.put(3, 'a'), Err('a'));
+        assert!(s.is_empty() && s.take(3).is_none());
+    }
+
+    #[test]
     fn positions_past_the_wrap_of_a_word_index_still_map_to_their_slot() {
         let mut s = Staging::new(8);
         let pos = u64::MAX - 2;
-        s.put(pos, 1u8);
-        s.put(pos.wrapping_add(3), 2);
+        s.put(pos, 1u8).unwrap();
+        s.put(pos.wrapping_add(3), 2).unwrap();
         assert_eq!(s.take(pos.wrapping_add(3)), Some(2));
         assert_eq!(s.take(pos), Some(1));
         assert!(s.is_empty());

@@ -59,8 +59,9 @@ impl<T> Worker<T> {
 
     /// Hands back the processed packet of ticket `t`, which need not be the oldest held:
     /// packets of different flows may come back in any order. Within one flow they must
-    /// still come back in the order received (the distributor checks it, as for
-    /// [`done`](Self::done)).
+    /// still come back in the order received: the distributor checks the order it reads,
+    /// as for [`done`](Self::done) (a packet that waits until the older ones are back, as
+    /// below, reaches it in order).
     ///
     /// The oldest packet held goes back as `done` sends it. A later one waits on the
     /// worker, in a slot of its credit window, and is published by the first of:
@@ -105,10 +106,21 @@ impl<T> Worker<T> {
             Claim::NotHeld => Err(NotHeld(pkt)),
             Claim::Oldest => self.done(pkt),
             Claim::Later(pos) => {
-                // Counted before it is published, as in `done`.
-                self.ends().stats.add(RETURNED, 1);
-                self.mark_later(pos);
-                self.staged.put(pos, pkt);
+                // Counted where it is published (`take_oldest_slow`, `publish_staged`).
+                match self.staged.put(pos, pkt) {
+                    Ok(()) => self.mark_later(pos),
+                    Err(pkt) => {
+                        // No room to stage it (the slots could not be allocated): it goes
+                        // now, on the control ring, as `publish_staged` sends it.
+                        self.ends().stats.add(RETURNED, 1);
+                        self.post(Ret::Done {
+                            at: self.handed,
+                            pos,
+                            pkt,
+                        });
+                        self.took_later(pos);
+                    }
+                }
                 Ok(())
             }
         }
@@ -135,12 +147,15 @@ impl<T> Worker<T> {
     /// assert_eq!((out, d.stats().snapshot().get("dropped")), (vec![1], Some(1)));
     /// ```
     pub fn drop_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
-        match self.claim(t) {
+        let claim = self.claim(t);
+        if !matches!(claim, Claim::NotHeld) {
+            // The hand-backs before it go first, in their order.
+            self.publish_staged(false);
+        }
+        match claim {
             Claim::NotHeld => Err(NotHeld(pkt)),
             Claim::Oldest => self.drop_packet(pkt),
             Claim::Later(pos) => {
-                // The hand-backs before it go first, in their order.
-                self.publish_staged(false);
                 // Counted before it is published, as in `drop_packet`.
                 self.ends().stats.add(DROPPED, 1);
                 self.post(Ret::Dropped {
@@ -179,12 +194,15 @@ impl<T> Worker<T> {
     /// assert_eq!(b, [(2, 20), (3, 20)]);
     /// ```
     pub fn reschedule_at(&mut self, t: Ticket, pkt: T) -> Result<(), NotHeld<T>> {
-        match self.claim(t) {
+        let claim = self.claim(t);
+        if !matches!(claim, Claim::NotHeld) {
+            // The hand-backs before it go first, in their order.
+            self.publish_staged(false);
+        }
+        match claim {
             Claim::NotHeld => Err(NotHeld(pkt)),
             Claim::Oldest => self.reschedule(pkt),
             Claim::Later(pos) => {
-                // The hand-backs before it go first, in their order.
-                self.publish_staged(false);
                 // Counted before it is published, as in `reschedule`.
                 self.ends().stats.add(RESCHEDULED, 1);
                 self.post(Ret::Resched {
@@ -304,6 +322,8 @@ impl<T> Worker<T> {
         for &pos in &order {
             // Empty (or reused by a later position) for one that went in order since.
             if let Some(pkt) = self.staged.take(pos) {
+                // Counted before it is published, as in `done`.
+                self.ends().stats.add(RETURNED, 1);
                 self.post_quietly(Ret::Done {
                     at: self.handed,
                     pos,
@@ -347,12 +367,41 @@ impl<T> Worker<T> {
         }
     }
 
+    /// How many staged packets [`take_oldest_slow`](Self::take_oldest_slow)`(n)` is about
+    /// to publish: all of them when no packet is held any more, else those it will walk
+    /// past.
+    fn uncovered(&self, n: usize) -> usize {
+        if self.held == 0 {
+            return self.staged.len();
+        }
+        let bits = &self.ends_ref().handed_bits;
+        let (mut low, mut ooo, mut k) = (self.low, self.ooo, 0);
+        for _ in 0..n {
+            low += 1;
+            while ooo > 0 {
+                let (word, bit) = bit_of(low, bits.len());
+                if bits[word] & bit == 0 {
+                    break;
+                }
+                k += usize::from(self.staged.holds(low));
+                ooo -= 1;
+                low += 1;
+            }
+        }
+        k
+    }
+
     /// [`take_oldest`](Self::take_oldest) past positions handed back out of order: the
     /// staged packets that become the oldest go on the ring of processed packets, in
     /// order, as one burst right after the hand-back that uncovered them.
     #[cold]
     #[inline(never)]
     fn take_oldest_slow(&mut self, n: usize) {
+        if !self.staged.is_empty() {
+            // Counted before they are published, as in `done`.
+            let k = self.uncovered(n);
+            self.ends().stats.add(RETURNED, k as u64);
+        }
         let Some(ends) = self.ends.as_mut() else {
             unreachable!("a worker's ring ends are taken only by its Drop");
         };
