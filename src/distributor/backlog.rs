@@ -1,80 +1,77 @@
 //! The distributor's backlog: the packets it routes before new input (rescheduled ones,
 //! and those a leaving worker handed back), each in step with the schedule's note of it
-//! (see [`schedule`](super::schedule)). Two queues moved together, so the notes cost no
-//! space in the packets.
+//! (see [`schedule`](super::schedule)). One double-ended queue of (packet, note) pairs, so
+//! a packet and its note move with one index update.
 
 use std::collections::VecDeque;
 
 /// Packets waiting to be routed, oldest first, each with its note.
 #[derive(Debug)]
 pub(super) struct Backlog<T> {
-    pkts: VecDeque<T>,
-    /// In step with `pkts`.
-    notes: VecDeque<u64>,
+    entries: VecDeque<(T, u64)>,
 }
 
 impl<T> Backlog<T> {
     pub(super) fn new() -> Self {
         Backlog {
-            pkts: VecDeque::new(),
-            notes: VecDeque::new(),
+            entries: VecDeque::new(),
         }
     }
 
     #[inline]
     pub(super) fn len(&self) -> usize {
-        self.pkts.len()
+        self.entries.len()
     }
 
     #[inline]
     pub(super) fn is_empty(&self) -> bool {
-        self.pkts.is_empty()
+        self.entries.is_empty()
     }
 
     /// Adds `p`, noted `note`, behind the others.
     pub(super) fn push_back(&mut self, p: T, note: u64) {
-        self.pkts.push_back(p);
-        self.notes.push_back(note);
+        self.entries.push_back((p, note));
     }
 
     /// Adds `p`, noted `note`, ahead of the others.
     pub(super) fn push_front(&mut self, p: T, note: u64) {
-        self.pkts.push_front(p);
-        self.notes.push_front(note);
+        self.entries.push_front((p, note));
     }
 
     /// The oldest packet and its note.
     pub(super) fn pop_front(&mut self) -> Option<(T, u64)> {
-        let p = self.pkts.pop_front()?;
-        let note = self.notes.pop_front().expect("in step with the packets");
-        Some((p, note))
+        self.entries.pop_front()
     }
 
     /// The oldest packet's note.
     pub(super) fn front_note(&self) -> Option<u64> {
-        self.notes.front().copied()
+        self.entries.front().map(|e| e.1)
     }
 
     /// The packets, oldest first.
     pub(super) fn pkts(&self) -> impl Iterator<Item = &T> {
-        self.pkts.iter()
+        self.entries.iter().map(|e| &e.0)
     }
 
     /// The packets, oldest first, each with its note.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&T, u64)> {
-        self.pkts.iter().zip(self.notes.iter().copied())
+        self.entries.iter().map(|e| (&e.0, e.1))
     }
 
     /// The packets, oldest first, each with its note to change.
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&T, &mut u64)> {
-        self.pkts.iter().zip(self.notes.iter_mut())
+        self.entries.iter_mut().map(|e| (&e.0, &mut e.1))
     }
 
     /// Empties the backlog: its packets, in order, to the end of `to`; their notes are
     /// returned.
     pub(super) fn take_into(&mut self, to: &mut Vec<T>) -> VecDeque<u64> {
-        to.extend(self.pkts.drain(..));
-        core::mem::take(&mut self.notes)
+        let mut notes = VecDeque::with_capacity(self.entries.len());
+        to.extend(self.entries.drain(..).map(|(p, note)| {
+            notes.push_back(note);
+            p
+        }));
+        notes
     }
 }
 
