@@ -21,9 +21,12 @@ pub(crate) struct Staging<T> {
     slots: Box<[Option<(u64, T)>]>,
     /// The credit window's size (a power of two): no two positions in flight share a slot.
     window: usize,
-    /// Positions staged, in the order they were handed back (a position gone in order since
-    /// has an empty slot, or a slot holding a later position).
-    order: Vec<u64>,
+    /// Positions staged, in the order they were handed back, in `order[..order_len]` (a
+    /// position gone in order since has an empty slot, or a slot holding a later
+    /// position). Emptied whenever no slot is in use: between two empty moments every
+    /// entry is a distinct position of one credit window, so `window` entries suffice.
+    order: Box<[u64]>,
+    order_len: usize,
     /// Slots in use.
     n: usize,
 }
@@ -35,7 +38,8 @@ impl<T> Staging<T> {
         Staging {
             slots: Box::new([]),
             window,
-            order: Vec::new(),
+            order: Box::new([]),
+            order_len: 0,
             n: 0,
         }
     }
@@ -60,7 +64,8 @@ impl<T> Staging<T> {
         let slot = &mut self.slots[pos as usize & (self.window - 1)];
         debug_assert!(slot.is_none(), "two positions in flight share a slot");
         *slot = Some((pos, pkt));
-        self.order.push(pos);
+        self.order[self.order_len] = pos;
+        self.order_len += 1;
         self.n += 1;
         Ok(())
     }
@@ -77,8 +82,9 @@ impl<T> Staging<T> {
             return false;
         }
         slots.resize_with(self.window, || None);
+        order.resize(self.window, 0);
         self.slots = slots.into_boxed_slice();
-        self.order = order;
+        self.order = order.into_boxed_slice();
         true
     }
 
@@ -100,25 +106,41 @@ impl<T> Staging<T> {
             _ => return None,
         }
         let (_, pkt) = slot.take()?;
-        self.n -= 1;
-        if self.n == 0 {
-            self.order.clear();
-        }
+        self.taken();
         Some(pkt)
     }
 
-    /// The hand-back order, taken out for the caller to walk with [`take`](Self::take);
-    /// given back (cleared) with [`restore_order`](Self::restore_order).
-    pub(crate) fn take_order(&mut self) -> Vec<u64> {
-        core::mem::take(&mut self.order)
+    /// The packet staged at `pos`, which the caller knows is there.
+    #[inline]
+    pub(crate) fn take_known(&mut self, pos: u64) -> T {
+        match self.slots[pos as usize & (self.window - 1)].take() {
+            Some((p, pkt)) if p == pos => {
+                self.taken();
+                pkt
+            }
+            _ => unreachable!("position {pos} is staged"),
+        }
     }
 
-    /// Gives back the vector [`take_order`](Self::take_order) took, emptied (its allocation
-    /// is kept for the next round).
-    pub(crate) fn restore_order(&mut self, mut order: Vec<u64>) {
-        debug_assert_eq!(self.n, 0, "every staged packet was published");
-        order.clear();
-        self.order = order;
+    /// One slot less in use; the order forgotten once none is.
+    #[inline(always)]
+    fn taken(&mut self) {
+        self.n -= 1;
+        if self.n == 0 {
+            self.order_len = 0;
+        }
+    }
+
+    /// How many entries the hand-back order has (see [`order_at`](Self::order_at)); 0 once
+    /// nothing is staged.
+    pub(crate) fn order_len(&self) -> usize {
+        self.order_len
+    }
+
+    /// Entry `i` of the hand-back order: a position that was staged, perhaps gone since
+    /// ([`take`](Self::take) then finds nothing there).
+    pub(crate) fn order_at(&self, i: usize) -> u64 {
+        self.order[i]
     }
 }
 
@@ -138,13 +160,12 @@ mod tests {
         assert_eq!(s.take(1), Some('a'));
         s.put(5, 'c').unwrap();
         assert!(s.take(1).is_none());
-        let order = s.take_order();
+        let order: Vec<u64> = (0..s.order_len()).map(|i| s.order_at(i)).collect();
         assert_eq!(order, [1, 3, 5]);
         assert_eq!(s.take(3), Some('b'));
-        assert_eq!(s.take(5), Some('c'));
+        assert_eq!(s.take_known(5), 'c');
         assert!(s.is_empty());
-        s.restore_order(order);
-        assert!(s.take_order().is_empty());
+        assert_eq!(s.order_len(), 0);
     }
 
     #[test]

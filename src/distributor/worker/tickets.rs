@@ -107,19 +107,17 @@ impl<T> Worker<T> {
             Claim::Oldest => self.done(pkt),
             Claim::Later(pos) => {
                 // Counted where it is published (`take_oldest_slow`, `publish_staged`).
-                match self.staged.put(pos, pkt) {
-                    Ok(()) => self.mark_later(pos),
-                    Err(pkt) => {
-                        // No room to stage it (the slots could not be allocated): it goes
-                        // now, on the control ring, as `publish_staged` sends it.
-                        self.ends().stats.add(RETURNED, 1);
-                        self.post(Ret::Done {
-                            at: self.handed,
-                            pos,
-                            pkt,
-                        });
-                        self.took_later(pos);
-                    }
+                self.mark_later(pos);
+                if let Err(pkt) = self.staged.put(pos, pkt) {
+                    // No room to stage it (the slots could not be allocated): it goes now,
+                    // on the control ring, as `publish_staged` sends it.
+                    self.ends().stats.add(RETURNED, 1);
+                    self.post(Ret::Done {
+                        at: self.handed,
+                        pos,
+                        pkt,
+                    });
+                    self.handed += 1;
                 }
                 Ok(())
             }
@@ -318,8 +316,11 @@ impl<T> Worker<T> {
         if self.staged.is_empty() {
             return;
         }
-        let order = self.staged.take_order();
-        for &pos in &order {
+        // The order empties itself when the last staged packet is taken.
+        let mut i = 0;
+        while i < self.staged.order_len() {
+            let pos = self.staged.order_at(i);
+            i += 1;
             // Empty (or reused by a later position) for one that went in order since.
             if let Some(pkt) = self.staged.take(pos) {
                 // Counted before it is published, as in `done`.
@@ -332,7 +333,6 @@ impl<T> Worker<T> {
                 self.handed += 1;
             }
         }
-        self.staged.restore_order(order);
         if notify {
             self.ends().wake.notify();
         }
@@ -367,6 +367,31 @@ impl<T> Worker<T> {
         }
     }
 
+    /// The hand-back of the oldest packet, when nothing else is held and every later
+    /// position is staged (none was published out of order): they all follow it, in
+    /// position order, as one burst on the ring of processed packets; the bitmap then has
+    /// no mark left.
+    fn take_all_staged(&mut self) {
+        let (from, to) = (self.low + 1, self.recvd);
+        let k = (to - from) as usize;
+        debug_assert_eq!(k, self.staged.len());
+        // Counted before they are published, as in `done`.
+        self.ends().stats.add(RETURNED, k as u64);
+        let Some(ends) = self.ends.as_mut() else {
+            unreachable!("a worker's ring ends are taken only by its Drop");
+        };
+        ends.handed_bits.fill(0);
+        let staged = &mut self.staged;
+        let mut run = (from..to).map(|pos| staged.take_known(pos));
+        if ends.done.push_burst_iter(&mut run) != k {
+            unreachable!("done ring sized to the worker's credit cannot be full");
+        }
+        self.ooo = 0;
+        self.low = to;
+        self.handed += k as u64;
+        ends.wake.notify();
+    }
+
     /// How many staged packets [`take_oldest_slow`](Self::take_oldest_slow)`(n)` is about
     /// to publish: all of them when no packet is held any more, else those it will walk
     /// past.
@@ -397,6 +422,11 @@ impl<T> Worker<T> {
     #[cold]
     #[inline(never)]
     fn take_oldest_slow(&mut self, n: usize) {
+        if n == 1 && self.held == 0 && self.ooo == self.staged.len() {
+            // Every position past this one is staged: the whole rest goes.
+            self.take_all_staged();
+            return;
+        }
         if !self.staged.is_empty() {
             // Counted before they are published, as in `done`.
             let k = self.uncovered(n);
