@@ -40,8 +40,9 @@ pub(crate) enum Ret<T> {
     Dropped { at: u64, pos: u64 },
     /// Processed and re-tagged: route it again as the next packet of its new flow.
     Resched { at: u64, pos: u64, pkt: T },
-    /// Processed, handed back out of order ([`Worker::done_at`] of a packet that is not
-    /// the oldest held).
+    /// Processed, published while an older packet is still held (a packet
+    /// [`Worker::done_at`] staged, published by a receive, a request, a by-ticket drop or
+    /// reschedule, a leave or a drop).
     Done { at: u64, pos: u64, pkt: T },
     /// Received but not processed, handed back by a leaving worker.
     Unprocessed { at: u64, pos: u64, pkt: T },

@@ -582,8 +582,9 @@ impl<T> Worker<T> {
     /// has set the stage (and, if it likes, the flow) that the pipeline's `route` reads,
     /// and the distributor routes it there, in the order the worker's hand-backs reach it
     /// (one forwarded by ticket past an older packet reaches it when it is published: see
-    /// [`done_at`](Self::done_at)). The same hand-back as [`done`](Self::done) (the pipeline tells a forward
-    /// from a completion by the stage `route` gives: a later one, or the packet's own), so
+    /// [`done_at`](Self::done_at)). The same hand-back as [`done`](Self::done) (the
+    /// pipeline tells a forward from a completion by the stage `route` gives: a later one,
+    /// or the packet's own), so
     /// forwards and completions share the done ring and its bursts:
     /// [`done_burst`](Self::done_burst) hands back both kinds at once. Like every in-order
     /// call it hands back the oldest packet held: a worker hands a burst's packets back in
