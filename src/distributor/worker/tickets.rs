@@ -111,13 +111,8 @@ impl<T> Worker<T> {
                 if let Err(pkt) = self.staged.put(pos, pkt) {
                     // No room to stage it (the slots could not be allocated): it goes now,
                     // on the control ring, as `publish_staged` sends it.
-                    self.ends().stats.add(RETURNED, 1);
-                    self.post(Ret::Done {
-                        at: self.handed,
-                        pos,
-                        pkt,
-                    });
-                    self.handed += 1;
+                    self.post_done_quietly(pos, pkt);
+                    self.ends().wake.notify();
                 }
                 Ok(())
             }
@@ -323,19 +318,24 @@ impl<T> Worker<T> {
             i += 1;
             // Empty (or reused by a later position) for one that went in order since.
             if let Some(pkt) = self.staged.take(pos) {
-                // Counted before it is published, as in `done`.
-                self.ends().stats.add(RETURNED, 1);
-                self.post_quietly(Ret::Done {
-                    at: self.handed,
-                    pos,
-                    pkt,
-                });
-                self.handed += 1;
+                self.post_done_quietly(pos, pkt);
             }
         }
         if notify {
             self.ends().wake.notify();
         }
+    }
+
+    /// Publishes processed packet `pkt`, received at `pos`, on the control ring with its
+    /// position (counted first, as in `done`), without waking a sleeping flush.
+    fn post_done_quietly(&mut self, pos: u64, pkt: T) {
+        self.ends().stats.add(RETURNED, 1);
+        self.post_quietly(Ret::Done {
+            at: self.handed,
+            pos,
+            pkt,
+        });
+        self.handed += 1;
     }
 
     /// [`done_burst`](Self::done_burst) while packets are staged: one in-order hand-back
