@@ -80,6 +80,38 @@ fn hand_backs_held_back_are_published_by_a_receive_or_on_request() {
     assert_eq!(d.worker_completed(0), Some(4));
 }
 
+/// Whole credit windows handed back newest first and the oldest last, round after round,
+/// at credits around the window's size (so each slot is used again a window later): every
+/// packet comes back once, in order, counted once.
+#[test]
+fn full_windows_in_reverse_reuse_their_slots() {
+    for credit in [1usize, 2, 3, 63, 64, 65, 127, 128, 129] {
+        let (mut d, mut ws) =
+            distributor::new(Config::default().workers(1).credit(credit), |p: &Pkt| p.0).unwrap();
+        let mut w = ws.pop().unwrap();
+        let (mut out, mut expect, mut seq) = (Vec::new(), Vec::new(), 0u64);
+        for round in 0..20 {
+            let mut input: Vec<Pkt> = (0..credit as u64).map(|k| (k, seq + k)).collect();
+            seq += credit as u64;
+            d.distribute(&mut input).unwrap();
+            let t = w.next_ticket();
+            let b = recv_all(&mut w);
+            assert_eq!(b.len(), credit, "credit {credit}, round {round}");
+            expect.extend_from_slice(&b);
+            for k in (0..b.len()).rev() {
+                w.done_at(t.nth(k), b[k]).unwrap();
+            }
+            assert_eq!(w.held(), 0);
+            d.collect(&mut out);
+        }
+        d.flush(&mut out, LONG).unwrap();
+        assert_eq!(out, expect, "credit {credit}");
+        let returned = d.worker_totals().get("returned");
+        assert_eq!(returned, Some(expect.len() as u64), "credit {credit}");
+        assert_eq!(d.in_flight(), 0);
+    }
+}
+
 /// A drop or reschedule by ticket publishes the packets waiting on the worker, even when
 /// its ticket names the oldest packet (which does not uncover them).
 #[test]
