@@ -90,7 +90,9 @@ fn full_windows_in_reverse_reuse_their_slots() {
             distributor::new(Config::default().workers(1).credit(credit), |p: &Pkt| p.0).unwrap();
         let mut w = ws.pop().unwrap();
         let (mut out, mut expect, mut seq) = (Vec::new(), Vec::new(), 0u64);
-        for round in 0..20 {
+        // Under Miri two rounds: a slot used again a window later all the same.
+        let rounds = if cfg!(miri) { 2 } else { 20 };
+        for round in 0..rounds {
             let mut input: Vec<Pkt> = (0..credit as u64).map(|k| (k, seq + k)).collect();
             seq += credit as u64;
             d.distribute(&mut input).unwrap();
