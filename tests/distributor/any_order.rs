@@ -175,13 +175,15 @@ fn a_waiting_packet_is_counted_when_published() {
     let t = w.next_ticket();
     let b = recv_all(&mut w);
     w.done_at(t.nth(1), b[1]).unwrap();
-    std::mem::forget(w);
+    // Forgotten for the flush, dropped at the end so nothing leaks.
+    let w = std::mem::ManuallyDrop::new(w);
     let r = d.flush(&mut out, Duration::from_millis(20));
     assert!(
         matches!(r, Err(FlushError::Timeout { in_flight: 2, .. })),
         "{r:?}"
     );
     assert_eq!(d.worker_totals().get("returned"), Some(7));
+    drop(std::mem::ManuallyDrop::into_inner(w));
 }
 
 /// An in-order burst handed back while later packets wait between its packets: each
