@@ -321,7 +321,16 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                 m.tickets[w].clear();
                 let k = (*k).min(held.len());
                 for p in held[..k].iter().rev() {
-                    if let Some(&from) = m.source.get(&p.id) {
+                    if m.source.get(&p.id) == Some(&ORDERED_FIRST) {
+                        // Handed back unprocessed: received again, from its own place on
+                        // (the flow's later ones at this worker were handed back or
+                        // dropped with it).
+                        let key = (p.stage, p.flow);
+                        match m.rank[&p.id].checked_sub(1) {
+                            Some(before) => m.last_ordered.insert(key, before),
+                            None => m.last_ordered.remove(&key),
+                        };
+                    } else if let Some(&from) = m.source.get(&p.id) {
                         m.expect
                             .entry(((p.stage, p.flow), from))
                             .or_default()
