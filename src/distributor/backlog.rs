@@ -33,6 +33,11 @@ impl<T> Backlog<T> {
         self.entries.push_back((p, note));
     }
 
+    /// Adds the packets of `it`, each with its note, behind the others.
+    pub(super) fn extend(&mut self, it: impl Iterator<Item = (T, u64)>) {
+        self.entries.extend(it);
+    }
+
     /// Adds `p`, noted `note`, ahead of the others.
     pub(super) fn push_front(&mut self, p: T, note: u64) {
         self.entries.push_front((p, note));

@@ -297,7 +297,21 @@ impl<T> Lane<T> {
     /// The schedule's stamp of the packet sent at stream position `pos`.
     #[inline(always)]
     pub(super) fn stamp(&self, pos: u64) -> u64 {
-        self.stamps[pos as usize & self.stamp_mask]
+        let i = pos as usize & self.stamp_mask;
+        debug_assert!(i < self.stamps.len());
+        // SAFETY: `stamp_mask` is `stamps.len() - 1` (a power of two), so `i` is in bounds.
+        // Unchecked as in `send` (`docs/performance-notes.md`, section 12).
+        unsafe { *self.stamps.get_unchecked(i) }
+    }
+
+    /// The stamps of the `n` positions from `at` on (at most the stamps' length), as the
+    /// one or two runs of the stamp array that hold them.
+    #[inline(always)]
+    pub(super) fn stamp_runs(&self, at: u64, n: usize) -> (&[u64], &[u64]) {
+        debug_assert!(n <= self.stamps.len());
+        let i = at as usize & self.stamp_mask;
+        let first = n.min(self.stamps.len() - i);
+        (&self.stamps[i..i + first], &self.stamps[..n - first])
     }
 
     /// The order check: the packet handed back at position `at` has tag `t`.

@@ -35,7 +35,7 @@ mod stage;
 use handbacks::Fate;
 use links::Links;
 pub use links::PipelineError;
-use stage::{Leaving, Stage};
+use stage::{Leaving, Shape, Stage};
 
 /// The most stages one pipeline has.
 ///
@@ -70,6 +70,12 @@ pub struct Pipeline<T, R> {
     blocked: HashSet<u64, BuildHasherDefault<TagHasher>>,
     /// Scratch: the fates of a burst handed back.
     fates: Vec<Fate>,
+    /// Scratch: the keys of a burst handed back whose packets all go on.
+    keys: Vec<u64>,
+    /// Which stages are ordered, and how many.
+    shape: Shape,
+    /// Whether the backlog may hold reschedules whose route is still to be asked.
+    unrouted: bool,
     /// Scratch: a burst handed back whose packets go different ways.
     mixed: Vec<T>,
     /// Scratch: what an ordered stage's window released.
@@ -187,6 +193,9 @@ where
         flows: FlowTable::default(),
         blocked: HashSet::default(),
         fates: Vec::new(),
+        keys: Vec::new(),
+        shape: Shape::new(stages),
+        unrouted: false,
         mixed: Vec::new(),
         released: Vec::new(),
         check_order: true,

@@ -12,7 +12,7 @@ use crate::distributor::schedule::sealed::Scheduling;
 use crate::distributor::Distributor;
 
 use super::keys::{check_move, full_seq, key, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
-use super::stage::{dispatch, held_seqs, Leaving};
+use super::stage::{dispatch, held_seqs, Leaving, Shape};
 use super::{Pipeline, StageType};
 
 /// Where a packet handed back goes.
@@ -31,20 +31,39 @@ pub(super) enum Fate {
     },
 }
 
+/// How `classify` found a burst handed back.
+#[derive(Clone, Copy)]
+pub(super) enum Sorted {
+    /// Every packet completes: nothing moves.
+    Stay,
+    /// Every packet is forwarded from an atomic or parallel stage, by the keys in `keys`.
+    On,
+    /// Some move and some may not: by the fates in `fates`.
+    Mixed,
+}
+
 impl<T, R> Pipeline<T, R>
 where
     R: FnMut(&T) -> (usize, u64),
 {
-    /// The fate of packet `p`, handed back by worker `w` at position `pos`: its route asked
-    /// for, checked (it may not go back; a completion at an atomic or parallel stage must
-    /// be the packet sent at `pos`).
-    fn fate(&mut self, w: usize, lane: &Lane<T>, pos: u64, p: &T) -> Fate {
-        let stamp = lane.stamp(pos);
+    /// The fate of packet `p`, handed back by worker `w` at position `pos` (stamped
+    /// `stamp`): its route asked for, checked (it may not go back; a completion at an
+    /// atomic or parallel stage must be the packet sent at `pos`).
+    #[inline(always)]
+    fn fate(
+        &mut self,
+        shape: Shape,
+        w: usize,
+        lane: &Lane<T>,
+        pos: u64,
+        stamp: u64,
+        p: &T,
+    ) -> Fate {
         let from = stage_of(stamp);
         let (to, tag) = (self.route)(p);
-        check_move(from, to, self.stages.len());
-        let on = (to != from).then(|| self.entry_key(to, tag));
-        if self.stages[from].kind == StageType::Ordered {
+        check_move(from, to, shape.len);
+        let on = (to != from).then(|| shape.entry_key(to, tag));
+        if shape.is_ordered(from) {
             return Fate::Window {
                 stage: from,
                 seq: seq_of(stamp),
@@ -62,59 +81,104 @@ where
         }
     }
 
-    /// The fates of the packets of `burst` (the `k`-th handed back at `pos_of(k)`) into
-    /// `fates`, every route asked for before any packet moves; a packet at the last stage,
-    /// if that stage is not ordered, can only complete and is not asked. Returns whether
-    /// any packet moves.
+    /// The fates of the packets of `burst` (the `k`-th handed back at `pos_of(k)`), every
+    /// route asked for before any packet moves; a packet at the last stage, if that stage
+    /// is not ordered, can only complete and is not asked. While every packet is forwarded
+    /// from an atomic or parallel stage, only the keys they go on by are kept (`keys`);
+    /// from the first that is not, every fate (`fates`).
     fn classify(
         &mut self,
         w: usize,
         lane: &Lane<T>,
         burst: &[T],
         pos_of: impl Fn(usize) -> u64,
-    ) -> bool {
-        let last = self.stages.len() - 1;
-        let last_stays = self.stages[last].kind != StageType::Ordered;
-        let mut fates = std::mem::take(&mut self.fates);
-        fates.clear();
-        let mut moves = false;
+        from: Option<u64>,
+    ) -> Sorted {
+        let shape = self.shape;
+        let last = shape.len - 1;
+        let last_stays = !shape.is_ordered(last);
+        if last_stays && all_at(lane, burst.len(), &pos_of, from, last) {
+            // Every packet completes at the last stage: no route to ask.
+            return Sorted::Stay;
+        }
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.reserve(burst.len());
+        let mut other = None;
         for (k, p) in burst.iter().enumerate() {
             let pos = pos_of(k);
-            let fate = if last_stays && stage_of(lane.stamp(pos)) == last {
+            let stamp = lane.stamp(pos);
+            if last_stays && stage_of(stamp) == last {
+                break;
+            }
+            match self.fate(shape, w, lane, pos, stamp, p) {
+                Fate::On(key) => keys.push(key),
+                fate => {
+                    other = Some(fate);
+                    break;
+                }
+            }
+        }
+        if keys.len() == burst.len() {
+            self.keys = keys;
+            return Sorted::On;
+        }
+        let mut fates = std::mem::take(&mut self.fates);
+        fates.clear();
+        fates.extend(keys.iter().map(|&k| Fate::On(k)));
+        self.keys = keys;
+        let mut moves = !fates.is_empty();
+        if let Some(fate) = other {
+            moves |= fate != Fate::Stays;
+            fates.push(fate);
+        }
+        for (k, p) in burst.iter().enumerate().skip(fates.len()) {
+            let pos = pos_of(k);
+            let stamp = lane.stamp(pos);
+            let fate = if last_stays && stage_of(stamp) == last {
                 Fate::Stays
             } else {
-                self.fate(w, lane, pos, p)
+                self.fate(shape, w, lane, pos, stamp, p)
             };
             moves |= fate != Fate::Stays;
             fates.push(fate);
         }
         self.fates = fates;
-        moves
+        if moves {
+            Sorted::Mixed
+        } else {
+            Sorted::Stay
+        }
     }
 
-    /// Moves the packets of `returned[start..]` by their fates; completions keep their
-    /// order, and what windows release goes where it goes.
-    fn move_by_fates(&mut self, returned: &mut Vec<T>, backlog: &mut Backlog<T>, start: usize) {
-        let fates = std::mem::take(&mut self.fates);
-        if fates.iter().all(|f| matches!(f, Fate::On(_))) {
-            // Every packet forwarded from an atomic or parallel stage: straight on.
-            for (p, &f) in returned.drain(start..).zip(&fates) {
-                if let Fate::On(k) = f {
-                    backlog.push_back(p, k);
-                }
+    /// Moves the packets of `returned[start..]` as `classify` sorted them; completions
+    /// keep their order, and what windows release goes where it goes.
+    fn move_sorted(
+        &mut self,
+        sorted: Sorted,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+        start: usize,
+    ) {
+        match sorted {
+            Sorted::Stay => {}
+            Sorted::On => {
+                // Every packet forwarded from an atomic or parallel stage: straight on.
+                backlog.extend(returned.drain(start..).zip(self.keys.drain(..)));
             }
-            self.fates = fates;
-            return;
+            Sorted::Mixed => {
+                // Moved out first (into a buffer kept between bursts): a packet that stays
+                // goes back onto `returned`, behind the others.
+                let fates = std::mem::take(&mut self.fates);
+                let mut burst = std::mem::take(&mut self.mixed);
+                burst.extend(returned.drain(start..));
+                for (p, &fate) in burst.drain(..).zip(&fates) {
+                    self.take(p, fate, returned, backlog);
+                }
+                self.mixed = burst;
+                self.fates = fates;
+            }
         }
-        // Moved out first (into a buffer kept between bursts): a packet that stays goes
-        // back onto `returned`, behind the others.
-        let mut burst = std::mem::take(&mut self.mixed);
-        burst.extend(returned.drain(start..));
-        for (p, &fate) in burst.drain(..).zip(&fates) {
-            self.take(p, fate, returned, backlog);
-        }
-        self.mixed = burst;
-        self.fates = fates;
     }
 
     /// Takes one packet by its fate.
@@ -155,8 +219,8 @@ where
         pos_of: impl Fn(usize) -> u64,
         each: bool,
     ) {
-        let last = self.stages.len() - 1;
-        if !self.check_order || burst.is_empty() || self.stages[last].kind == StageType::Ordered {
+        let last = self.shape.len - 1;
+        if !self.check_order || burst.is_empty() || self.shape.is_ordered(last) {
             return;
         }
         lane.probe = lane.probe.wrapping_add(PROBE_STEP);
@@ -173,6 +237,29 @@ where
         } else {
             check(probe);
         }
+    }
+}
+
+/// Whether the `n` packets of a burst handed back (the `k`-th at `pos_of(k)`, or at
+/// `from + k` when `from` is given) were all sent to stage `last`. Without a branch per
+/// packet when the positions follow each other.
+#[inline(always)]
+fn all_at<T>(
+    lane: &Lane<T>,
+    n: usize,
+    pos_of: impl Fn(usize) -> u64,
+    from: Option<u64>,
+    last: usize,
+) -> bool {
+    match from {
+        // The first packet first: a burst of forwards is told by it.
+        Some(at) if n <= lane.stamps.len() && stage_of(lane.stamp(at)) == last => {
+            let (a, b) = lane.stamp_runs(at, n);
+            let off = |run: &[u64]| run.iter().fold(0, |acc, &t| acc | (stage_of(t) ^ last));
+            off(a) | off(b) == 0
+        }
+        Some(_) if n > 0 => false,
+        _ => (0..n).all(|k| stage_of(lane.stamp(pos_of(k))) == last),
     }
 }
 
@@ -220,9 +307,11 @@ where
         let pos_of = |k: usize| spread.map_or(at + k as u64, |s| s[k]);
         let each = spread.is_some() || cfg!(debug_assertions);
         self.check_last(w, lane, &returned[start..], pos_of, each);
-        let moves = self.stages.len() > 1 || self.stages[0].kind == StageType::Ordered;
-        if moves && self.classify(w, lane, &returned[start..], pos_of) {
-            self.move_by_fates(returned, backlog, start);
+        let moves = self.shape.len > 1 || self.shape.is_ordered(0);
+        if moves {
+            let from = spread.is_none().then_some(at);
+            let sorted = self.classify(w, lane, &returned[start..], pos_of, from);
+            self.move_sorted(sorted, returned, backlog, start);
         }
     }
 
@@ -255,6 +344,7 @@ where
             lane.check_overtake(w, pos);
         }
         self.give_place_up(stamp, returned, backlog);
+        self.unrouted = true;
         NEEDS_ROUTE | (stamp & !TAG_BITS)
     }
 
@@ -274,7 +364,14 @@ where
         let stamp = lane.stamp(pos);
         let overtaking = !lane.frozen && pos > lane.completed;
         lane.complete_at(w, pos, false);
-        let fate = self.fate(w, lane, pos, returned.last().expect("just pushed"));
+        let fate = self.fate(
+            self.shape,
+            w,
+            lane,
+            pos,
+            stamp,
+            returned.last().expect("just pushed"),
+        );
         let atomic = self.stages[stage_of(stamp)].kind == StageType::Atomic;
         let check = self.check_order && atomic && overtaking;
         if check && (fate != Fate::Stays || lane.sample_ooo()) {

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
+use crate::distributor::backlog::Backlog;
 use crate::distributor::distribute::PutBack;
 use crate::distributor::flows::{TagHasher, FLOW_TABLE_SOFT_LIMIT};
 use crate::distributor::lanes::{Lane, Pick, Router};
@@ -81,13 +82,16 @@ where
         }
         // The reschedules' routes first, before any packet moves: a panic (the user's
         // `route`, or a stage it gives that is out of range or behind) leaves the backlog
-        // as it was, with the notes already routed.
-        for (p, note) in self.backlog.iter_mut() {
-            if *note & NEEDS_ROUTE != 0 {
-                let (to, tag) = (self.sched.route)(p);
-                check_move(stage_of(*note), to, self.sched.stages.len());
-                *note = self.sched.entry_key(to, tag);
+        // as it was, with the notes already routed (and the flag set, for the next pass).
+        if self.sched.unrouted {
+            for (p, note) in self.backlog.iter_mut() {
+                if *note & NEEDS_ROUTE != 0 {
+                    let (to, tag) = (self.sched.route)(p);
+                    check_move(stage_of(*note), to, self.sched.stages.len());
+                    *note = self.sched.entry_key(to, tag);
+                }
             }
+            self.sched.unrouted = false;
         }
         let slack = self.slack();
         let levels = self.sched.priority_levels();
@@ -102,19 +106,29 @@ where
         // when every stage has the same): each turn keeps the order of what stays.
         for turn in 0..levels.len().max(1) {
             let level = levels.get(turn).copied();
-            for _ in 0..self.backlog.len() {
-                let (p, k) = self.backlog.pop_front().expect("counted");
+            // Consecutive packets bound for one stage (a run): its type and priority
+            // looked up, and its entries counted, once per run. Placing runs no user
+            // code, so nothing between here and the count panics.
+            let mut left = self.backlog.len();
+            while let Some(k) = self.backlog.front_note().filter(|_| left > 0) {
                 let stage = stage_of(k);
-                let kind = pass.kind(stage);
+                pass.start_run(stage);
                 let now = level.map_or(true, |l| pass.stages[stage].priority == l);
-                if !now {
-                    self.backlog.push_back(p, k);
-                } else if let Err(p) = pass.place_key(p, stage, kind, k, true) {
-                    self.backlog.push_back(p, k);
+                let kind = pass.run.kind;
+                let backlog = &mut self.backlog;
+                pass.run.placed += if !now {
+                    take_run(backlog, &mut left, stage, |p, _| Err(p))
+                } else if kind == StageType::Parallel && pass.links.all() {
+                    take_run(backlog, &mut left, stage, |p, k| {
+                        pass.router.route_any(p, k)
+                    })
                 } else {
-                    pass.stages[stage].entered += 1;
-                }
+                    take_run(backlog, &mut left, stage, |p, k| {
+                        pass.place_key(p, stage, kind, k, true)
+                    })
+                };
             }
+            pass.start_run(usize::MAX);
         }
         self.pick = pass.router.pick;
         drop(pass);
@@ -138,11 +152,34 @@ impl<T, R> Pipeline<T, R> {
     /// The key a packet entering `stage` as a packet of flow `tag` is routed by.
     #[inline(always)]
     pub(super) fn entry_key(&self, stage: usize, tag: u64) -> u64 {
-        match self.stages[stage].kind {
-            StageType::Ordered => new_seq_key(stage),
-            _ => key(stage, tag),
+        self.shape.entry_key(stage, tag)
+    }
+}
+
+/// Takes the packets at the front of `backlog` bound for `stage` (at most `left`, which
+/// counts down) and offers each to `place`; those it refuses go to the back, in order.
+/// Returns how many were placed.
+#[inline(always)]
+fn take_run<T>(
+    backlog: &mut Backlog<T>,
+    left: &mut usize,
+    stage: usize,
+    mut place: impl FnMut(T, u64) -> Result<(), T>,
+) -> u64 {
+    let mut placed = 0;
+    while *left > 0 {
+        let (p, k) = backlog.pop_front().expect("counted");
+        if stage_of(k) != stage {
+            backlog.push_front(p, k);
+            break;
+        }
+        *left -= 1;
+        match place(p, k) {
+            Ok(()) => placed += 1,
+            Err(p) => backlog.push_back(p, k),
         }
     }
+    placed
 }
 
 /// What a routing pass of a pipeline uses, borrowed apart from the distributor.

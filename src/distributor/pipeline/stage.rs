@@ -9,7 +9,7 @@ use crate::distributor::backlog::Backlog;
 use crate::distributor::config::ConfigError;
 use crate::distributor::reorder::Reorder;
 
-use super::keys::{seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ};
+use super::keys::{key, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ};
 use super::StageType;
 
 /// A packet that left an ordered stage, waiting in its window for the older ones.
@@ -43,6 +43,48 @@ impl<T> Stage<T> {
                 _ => None,
             },
         })
+    }
+}
+
+/// Which of a pipeline's stages are ordered, and how many there are: what a hand-back's
+/// fate needs, small enough to copy into registers before a burst's routes are asked.
+#[derive(Clone, Copy)]
+pub(super) struct Shape {
+    /// Stage `i` is ordered if bit `i` is set.
+    ordered: u64,
+    /// How many stages.
+    pub(super) len: usize,
+}
+
+impl Shape {
+    /// The shape of stages of `kinds` (at most 64).
+    pub(super) fn new(kinds: &[StageType]) -> Self {
+        debug_assert!(kinds.len() <= 64);
+        let ordered = kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, &kind)| kind == StageType::Ordered)
+            .fold(0, |m, (i, _)| m | 1 << i);
+        Shape {
+            ordered,
+            len: kinds.len(),
+        }
+    }
+
+    /// Whether `stage` (below 64) is ordered.
+    #[inline(always)]
+    pub(super) fn is_ordered(self, stage: usize) -> bool {
+        self.ordered >> stage & 1 != 0
+    }
+
+    /// The key a packet entering `stage` as a packet of flow `tag` is routed by.
+    #[inline(always)]
+    pub(super) fn entry_key(self, stage: usize, tag: u64) -> u64 {
+        if self.is_ordered(stage) {
+            new_seq_key(stage)
+        } else {
+            key(stage, tag)
+        }
     }
 }
 
