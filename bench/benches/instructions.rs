@@ -421,17 +421,18 @@ fn dist_2workers_ordered(
 }
 
 /// A pipeline's packet: the flow in the low bits, the stage in the top bit.
-const STAGE_BIT: u64 = 1 << 63;
+/// A pipeline packet's stage, in its top two bits.
+const STAGE_SHIFT: u32 = 62;
 
 type PipeRoute = fn(&u64) -> (usize, u64);
 type PipeDist = distributor::Distributor<u64, distributor::Pipeline<u64, PipeRoute>>;
 
-/// A pipeline of `stages` (atomic first) with one worker of credit 256, and the packets
+/// A pipeline of `stages` with one worker of credit 256, and the packets
 /// of `dist_seq_setup` (flows `i % 1024`, at stage 0).
 fn pipe_setup(
     stages: &[distributor::StageType],
 ) -> (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>) {
-    let route: PipeRoute = |p| (usize::from(p & STAGE_BIT != 0), p & !STAGE_BIT);
+    let route: PipeRoute = |p| ((p >> STAGE_SHIFT) as usize, p & ((1 << STAGE_SHIFT) - 1));
     let (d, ws) =
         distributor::new_pipeline(Config::default().workers(1).credit(256), stages, route).unwrap();
     (d, ws, (0..N as u64).map(|i| i % 1024).collect())
@@ -460,8 +461,8 @@ fn one_worker_through_stages(
             // whole burst goes back at once.
             let mut forwarded = false;
             for p in b.iter_mut() {
-                if *p >> 63 < last {
-                    *p |= STAGE_BIT;
+                if *p >> STAGE_SHIFT < last {
+                    *p += 1 << STAGE_SHIFT;
                     forwarded = true;
                 }
             }
@@ -490,6 +491,21 @@ fn pipe_a_1worker((d, ws, pkts): (PipeDist, Vec<distributor::Worker<u64>>, Vec<u
 #[bench::n(setup = pipe_setup, args = (&[distributor::StageType::Atomic, distributor::StageType::Parallel]))]
 fn pipe_ap_1worker((d, ws, pkts): (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
     one_worker_through_stages(d, ws, pkts, 1)
+}
+
+// Per packet: an ordered then an atomic stage (the ordered stage's order restored as the
+// packets are forwarded).
+#[library_benchmark]
+#[bench::n(setup = pipe_setup, args = (&[distributor::StageType::Ordered, distributor::StageType::Atomic]))]
+fn pipe_oa_1worker((d, ws, pkts): (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
+    one_worker_through_stages(d, ws, pkts, 1)
+}
+
+// Per packet: ordered, atomic, then parallel.
+#[library_benchmark]
+#[bench::n(setup = pipe_setup, args = (&[distributor::StageType::Ordered, distributor::StageType::Atomic, distributor::StageType::Parallel]))]
+fn pipe_oap_1worker((d, ws, pkts): (PipeDist, Vec<distributor::Worker<u64>>, Vec<u64>)) -> usize {
+    one_worker_through_stages(d, ws, pkts, 2)
 }
 
 /// `dist_2workers` with the tag function boxed (`distributor::new_boxed`): what naming the
@@ -624,7 +640,7 @@ library_benchmark_group!(
     name = dist;
     benchmarks = dist_2workers, dist_2workers_wait, dist_2workers_boxed, dist_1worker_in_order,
         dist_1worker_any_order, dist_1worker_ordered, dist_2workers_ordered, dist_2nodes,
-        dist_lines, pipe_a_1worker, pipe_ap_1worker
+        dist_lines, pipe_a_1worker, pipe_ap_1worker, pipe_oa_1worker, pipe_oap_1worker
 );
 
 // ---- counters, cells, locks ------------------------------------------------------------------

@@ -160,7 +160,19 @@ impl<T> Reorder<T> {
         self.release(out);
     }
 
+    /// The `n` packets from the head on were taken out whole by the caller, in order;
+    /// releases what the head then reaches onto `out`.
+    #[inline]
+    pub(super) fn advance(&mut self, n: u64, out: &mut Vec<T>) {
+        debug_assert!(n <= self.next - self.head);
+        self.head += n;
+        if self.parked > 0 {
+            self.release(out);
+        }
+    }
+
     /// One packet handed back with sequence number `seq`; releases what the head reaches.
+    #[inline]
     pub(super) fn put(&mut self, seq: u64, pkt: T, out: &mut Vec<T>) {
         if seq == self.head {
             out.push(pkt);
@@ -171,7 +183,9 @@ impl<T> Reorder<T> {
             self.parked += 1;
             self.ready += 1;
         }
-        self.release(out);
+        if self.parked > 0 {
+            self.release(out);
+        }
     }
 
     /// Sequence number `seq` is given up (its packet was dropped, rescheduled, lost or

@@ -231,6 +231,8 @@ const SAME_SHAPE: &[(&str, &str, &str)] = &[
     ("pipe_a_1worker", "flowline_pipe", "pipe_a_1worker"),
     ("pipe_a_1worker", "flowline", "dist_1worker_in_order"),
     ("pipe_ap_1worker", "flowline_pipe", "pipe_ap_1worker"),
+    ("pipe_oa_1worker", "flowline_pipe", "pipe_oa_1worker"),
+    ("pipe_oap_1worker", "flowline_pipe", "pipe_oap_1worker"),
 ];
 
 /// Operations per instruction benchmark (its `N`).

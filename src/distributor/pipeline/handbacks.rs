@@ -11,7 +11,7 @@ use crate::distributor::lanes::{probe_offset, Lane, PROBE_STEP};
 use crate::distributor::schedule::sealed::Scheduling;
 use crate::distributor::Distributor;
 
-use super::keys::{check_move, full_seq, key, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
+use super::keys::{check_move, full_seq, key, low_seq, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
 use super::stage::{dispatch, held_seqs, Leaving, Shape};
 use super::{Pipeline, StageType};
 
@@ -166,15 +166,25 @@ where
                 // Every packet forwarded from an atomic or parallel stage: straight on.
                 backlog.extend(returned.drain(start..).zip(self.keys.drain(..)));
             }
+            Sorted::Mixed if self.forward_run(returned, backlog, start) => {}
             Sorted::Mixed => {
                 // Moved out first (into a buffer kept between bursts): a packet that stays
-                // goes back onto `returned`, behind the others.
+                // goes back onto `returned`, behind the others. What windows release
+                // waits in `released` while the fates that follow are windows' too, so it
+                // goes where it goes in one move, in the order released (the order taking
+                // each packet by itself would give).
                 let fates = std::mem::take(&mut self.fates);
                 let mut burst = std::mem::take(&mut self.mixed);
                 burst.extend(returned.drain(start..));
                 for (p, &fate) in burst.drain(..).zip(&fates) {
-                    self.take(p, fate, returned, backlog);
+                    if let Fate::Window { stage, seq, on } = fate {
+                        self.leave_window(p, stage, seq, on);
+                    } else {
+                        dispatch(&mut self.released, returned, backlog);
+                        self.take(p, fate, returned, backlog);
+                    }
                 }
+                dispatch(&mut self.released, returned, backlog);
                 self.mixed = burst;
                 self.fates = fates;
             }
@@ -187,15 +197,67 @@ where
             Fate::Stays => returned.push(p),
             Fate::On(k) => backlog.push_back(p, k),
             Fate::Window { stage, seq, on } => {
-                let leaving = match on {
-                    Some(k) => Leaving::On(p, k),
-                    None => Leaving::Done(p),
-                };
-                let win = self.stages[stage].window.as_mut().expect("ordered");
-                win.put(full_seq(win.oldest(), seq), leaving, &mut self.released);
+                self.leave_window(p, stage, seq, on);
                 dispatch(&mut self.released, returned, backlog);
             }
         }
+    }
+
+    /// A burst (`returned[start..]`, its fates in `fates`) forwarded out of one ordered
+    /// stage at the sequence numbers from its window's head on, in order: the packets go
+    /// on whole, without a stop in the window, and the head moves past them (as
+    /// `Reorder::take_burst` does for an ordered distributor). Returns whether the burst
+    /// was one.
+    fn forward_run(
+        &mut self,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+        start: usize,
+    ) -> bool {
+        let Some(&Fate::Window {
+            stage,
+            seq: first,
+            on: Some(_),
+        }) = self.fates.first()
+        else {
+            return false;
+        };
+        let mut want = first;
+        for f in &self.fates {
+            match *f {
+                Fate::Window {
+                    stage: s,
+                    seq,
+                    on: Some(_),
+                } if s == stage && seq == want => want = low_seq(want + 1),
+                _ => return false,
+            }
+        }
+        let win = self.stages[stage].window.as_mut().expect("ordered");
+        if full_seq(win.oldest(), first) != win.oldest() {
+            return false;
+        }
+        let on = |f: &Fate| match *f {
+            Fate::Window { on: Some(k), .. } => k,
+            _ => unreachable!("checked above"),
+        };
+        backlog.extend(returned.drain(start..).zip(self.fates.iter().map(on)));
+        win.advance(self.fates.len() as u64, &mut self.released);
+        dispatch(&mut self.released, returned, backlog);
+        true
+    }
+
+    /// `p` leaves ordered `stage` (its stamp's sequence bits `seq`), completed (`on` is
+    /// `None`) or forwarded by the key: into the stage's window, which releases what it
+    /// can onto `released`.
+    #[inline(always)]
+    fn leave_window(&mut self, p: T, stage: usize, seq: u64, on: Option<u64>) {
+        let leaving = match on {
+            Some(k) => Leaving::On(p, k),
+            None => Leaving::Done(p),
+        };
+        let win = self.stages[stage].window.as_mut().expect("ordered");
+        win.put(full_seq(win.oldest(), seq), leaving, &mut self.released);
     }
 
     /// The packet at `stamp`'s position leaves unprocessed or is lost: at an ordered stage

@@ -50,10 +50,17 @@ pub(super) fn seq_of(stamp: u64) -> u64 {
 /// sequence numbers in flight span one window, far less than this.
 pub(super) const SEQ_MOD: u64 = TAG_BITS;
 
-/// The bits a stamp keeps of window sequence number `seq`.
+/// The bits a stamp keeps of window sequence number `seq`: `seq` modulo [`SEQ_MOD`],
+/// by folding (2^57 is 1 modulo 2^57 - 1, so the bits above 57 add to those below).
 #[inline(always)]
 pub(super) fn low_seq(seq: u64) -> u64 {
-    seq % SEQ_MOD
+    // At most SEQ_MOD + 127: one subtraction brings it below SEQ_MOD.
+    let folded = (seq & SEQ_MOD) + (seq >> STAGE_SHIFT);
+    if folded >= SEQ_MOD {
+        folded - SEQ_MOD
+    } else {
+        folded
+    }
 }
 
 /// The window sequence number whose stamp bits are `low`, given the window's oldest
@@ -61,7 +68,14 @@ pub(super) fn low_seq(seq: u64) -> u64 {
 /// sequence number in flight is, the window being far smaller).
 #[inline(always)]
 pub(super) fn full_seq(oldest: u64, low: u64) -> u64 {
-    oldest + (low + SEQ_MOD - oldest % SEQ_MOD) % SEQ_MOD
+    debug_assert!(low < SEQ_MOD);
+    let base = low_seq(oldest);
+    oldest
+        + if low >= base {
+            low - base
+        } else {
+            low + SEQ_MOD - base
+        }
 }
 
 /// Panics unless a packet at stage `from` may go to `to`, one of `n` stages: its own
@@ -115,6 +129,30 @@ mod tests {
                 assert_eq!(seq_of(key(3, low)), low);
                 assert_eq!(full_seq(oldest, low), seq, "oldest {oldest}, seq {seq}");
             }
+        }
+    }
+
+    /// The fold is the remainder, at the edges of each 57-bit block and elsewhere.
+    #[test]
+    fn low_seq_is_the_remainder() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let edges = [
+            0,
+            1,
+            SEQ_MOD - 1,
+            SEQ_MOD,
+            SEQ_MOD + 1,
+            1 << 57,
+            (1 << 58) - 1,
+            u64::MAX,
+        ];
+        for seq in edges.into_iter().chain((0..1000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })) {
+            assert_eq!(low_seq(seq), seq % SEQ_MOD, "{seq}");
         }
     }
 

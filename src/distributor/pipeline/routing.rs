@@ -373,6 +373,15 @@ where
             }
             continue;
         }
+        if direct && kind == StageType::Ordered {
+            let (n, refused, next) = ordered_run(&mut g, pass, route, stage, room - placed);
+            placed += n;
+            blocking |= refused;
+            if let Some(next) = next {
+                pass.start_run(next);
+            }
+            continue;
+        }
         let Some(p) = g.rest.next() else { break };
         g.next += 1;
         match pass.place(p, stage, kind, tag, blocking) {
@@ -446,7 +455,66 @@ where
     (placed.n, refused, next)
 }
 
-/// Packets an atomic run placed, added to the run's count when it ends.
+/// Places packets of `g` at ordered `stage` (the first packet's), each with the window's
+/// next sequence number, at most `room`, while the window has room and a worker credit
+/// (every worker serving every stage), until the input ends or a packet enters another
+/// stage (whose number it returns, as [`atomic_run`] does). Returns how many were placed,
+/// and whether one was refused (it goes back).
+#[inline(always)]
+fn ordered_run<T, R>(
+    g: &mut PutBack<'_, '_, T>,
+    pass: &mut Pass<'_, T>,
+    route: &mut R,
+    stage: usize,
+    room: usize,
+) -> (usize, bool, Option<usize>)
+where
+    R: FnMut(&T) -> (usize, u64),
+{
+    let Pass {
+        router,
+        stages,
+        run,
+        ..
+    } = pass;
+    let win = window(&mut stages[stage]);
+    let mut placed = Entries {
+        n: 0,
+        run: &mut run.placed,
+    };
+    let (mut refused, mut next) = (false, None);
+    loop {
+        let Some(p) = g.rest.next() else { break };
+        g.next += 1;
+        let lane = if win.room() > 0 {
+            router.any_lane()
+        } else {
+            None
+        };
+        let Some(w) = lane else {
+            g.pkts.push(p);
+            refused = true;
+            break;
+        };
+        router.lanes[w].send(p, key(stage, low_seq(win.stamp())));
+        placed.n += 1;
+        let Some(p) = g.rest.as_slice().first() else {
+            break;
+        };
+        if placed.n == room {
+            break;
+        }
+        // As in the caller: routed in place.
+        let (s, _) = route(p);
+        if s != stage {
+            next = Some(s);
+            break;
+        }
+    }
+    (placed.n, refused, next)
+}
+
+/// Packets a run placed, added to the run's count when it ends.
 struct Entries<'a> {
     n: usize,
     run: &'a mut u64,
