@@ -135,8 +135,8 @@ impl<T, R> fmt::Debug for Pipeline<T, R> {
 /// back to an earlier stage (a bug in the worker's code). A packet at the last stage can
 /// only complete: the order check (see [`set_order_check`](Distributor::set_order_check))
 /// compares its route with the stage and flow it was sent with. If `route` panics while
-/// hand-backs are read, the packets of that burst leave through `collect` as handed back:
-/// none is lost.
+/// hand-backs are read, the packets of that burst leave through `collect` as handed back,
+/// none lost, and give up their places in ordered stages (the packets behind them go on).
 ///
 /// ```
 /// use flowline::distributor::{self, Config, StageType};

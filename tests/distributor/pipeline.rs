@@ -527,3 +527,83 @@ fn ordered_stages_keep_order_across_the_stamp_wrap() {
         assert_eq!(d.stage_entries(), [64, 64]);
     }
 }
+
+/// A flow whose route panics (set by a worker on a packet it hands back).
+const PANICS: u64 = 666;
+
+fn route_or_panic(p: &Pkt) -> (usize, u64) {
+    assert!(p.1 != PANICS, "route fails");
+    (p.0, p.1)
+}
+
+/// If `route` panics while a burst handed back from an ordered stage is read, the burst
+/// leaves through `collect` as handed back and gives its places in the stage's window
+/// up: the packets behind it are not held for them.
+#[test]
+fn a_route_panic_at_an_ordered_stage_holds_no_later_packet() {
+    for stages in [
+        &[StageType::Ordered][..],
+        &[StageType::Ordered, StageType::Atomic],
+    ] {
+        let c = Config::default().workers(1).credit(4);
+        let (mut d, mut ws) = distributor::new_pipeline(c, stages, route_or_panic).unwrap();
+        let (mut b, mut out) = (Vec::new(), Vec::new());
+        d.distribute(&mut vec![(0, 1, 0), (0, 1, 1)]).unwrap();
+        ws[0].recv_burst(&mut b, 1).unwrap();
+        b[0].1 = PANICS;
+        ws[0].done_burst(&mut b).unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new())));
+        assert!(r.is_err(), "{stages:?}");
+        d.collect(&mut out);
+        assert_eq!(out, [(0, PANICS, 0)], "{stages:?}");
+        // The second, then a third: each goes on (forwarded to the atomic stage first,
+        // where there is one) and comes out.
+        d.distribute(&mut vec![(0, 1, 2)]).unwrap();
+        for _ in 0..4 {
+            ws[0].recv_burst(&mut b, 8).unwrap();
+            for p in &mut b {
+                p.0 = stages.len() - 1;
+            }
+            ws[0].done_burst(&mut b).unwrap();
+            d.distribute(&mut Vec::new()).unwrap();
+            d.collect(&mut out);
+        }
+        assert_eq!(
+            out,
+            [
+                (0, PANICS, 0),
+                (stages.len() - 1, 1, 1),
+                (stages.len() - 1, 1, 2)
+            ],
+            "{stages:?}"
+        );
+        assert_eq!(d.in_flight(), 0);
+    }
+}
+
+/// The same for one packet handed back out of order (by ticket), read from the control
+/// ring: it gives its place up, so the older one and those after it go on.
+#[test]
+fn a_route_panic_on_a_packet_handed_back_by_ticket_holds_no_later_packet() {
+    let c = Config::default().workers(1).credit(4);
+    let (mut d, mut ws) =
+        distributor::new_pipeline(c, &[StageType::Ordered], route_or_panic).unwrap();
+    let (mut b, mut out) = (Vec::new(), Vec::new());
+    d.distribute(&mut vec![(0, 1, 0), (0, 1, 1)]).unwrap();
+    let t = ws[0].next_ticket();
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    ws[0].done_at(t.nth(1), (0, PANICS, 1)).unwrap();
+    ws[0].publish_handed_back();
+    let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new())));
+    assert!(r.is_err());
+    d.collect(&mut out);
+    assert_eq!(out, [(0, PANICS, 1)]);
+    ws[0].done(b[0]).unwrap();
+    d.distribute(&mut vec![(0, 1, 2)]).unwrap();
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    ws[0].done(b[2]).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    d.collect(&mut out);
+    assert_eq!(out, [(0, PANICS, 1), (0, 1, 0), (0, 1, 2)]);
+    assert_eq!(d.in_flight(), 0);
+}

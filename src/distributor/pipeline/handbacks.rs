@@ -4,6 +4,7 @@
 //! packets and packets given back give their places in that window up.
 
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::distributor::backlog::Backlog;
 use crate::distributor::handbacks::unmarked_from;
@@ -86,6 +87,7 @@ where
     /// is not ordered, can only complete and is not asked. While every packet is forwarded
     /// from an atomic or parallel stage, only the keys they go on by are kept (`keys`);
     /// from the first that is not, every fate (`fates`).
+    #[inline(never)]
     fn classify(
         &mut self,
         w: usize,
@@ -247,6 +249,31 @@ where
         true
     }
 
+    /// The fate of the packet last in `returned`, handed back at ordered stage's position
+    /// `pos` (stamped `stamp`) by worker `w`: as for a burst, a panicking `route` leaves
+    /// it for `collect` with its place in the window given up.
+    #[inline(never)]
+    fn ordered_fate(
+        &mut self,
+        w: usize,
+        lane: &Lane<T>,
+        pos: u64,
+        stamp: u64,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+    ) -> Fate {
+        let (shape, p) = (self.shape, returned.last().expect("just pushed"));
+        match catch_unwind(AssertUnwindSafe(|| {
+            self.fate(shape, w, lane, pos, stamp, p)
+        })) {
+            Ok(fate) => fate,
+            Err(panic) => {
+                self.give_place_up(stamp, returned, backlog);
+                resume_unwind(panic);
+            }
+        }
+    }
+
     /// `p` leaves ordered `stage` (its stamp's sequence bits `seq`), completed (`on` is
     /// `None`) or forwarded by the key: into the stage's window, which releases what it
     /// can onto `released`.
@@ -368,12 +395,24 @@ where
     ) {
         let pos_of = |k: usize| spread.map_or(at + k as u64, |s| s[k]);
         let each = spread.is_some() || cfg!(debug_assertions);
-        self.check_last(w, lane, &returned[start..], pos_of, each);
         let moves = self.shape.len > 1 || self.shape.is_ordered(0);
-        if moves {
-            let from = spread.is_none().then_some(at);
-            let sorted = self.classify(w, lane, &returned[start..], pos_of, from);
-            self.move_sorted(sorted, returned, backlog, start);
+        let from = spread.is_none().then_some(at);
+        let burst = &returned[start..];
+        let sort = || {
+            self.check_last(w, lane, burst, pos_of, each);
+            moves.then(|| self.classify(w, lane, burst, pos_of, from))
+        };
+        // If `route` panics, the burst leaves through `collect` as handed back, and gives
+        // its places in ordered stages' windows up: none holds a later packet.
+        match catch_unwind(AssertUnwindSafe(sort)) {
+            Ok(Some(sorted)) => self.move_sorted(sorted, returned, backlog, start),
+            Ok(None) => {}
+            Err(panic) => {
+                for k in 0..returned.len() - start {
+                    self.give_place_up(lane.stamp(pos_of(k)), returned, backlog);
+                }
+                resume_unwind(panic);
+            }
         }
     }
 
@@ -426,14 +465,12 @@ where
         let stamp = lane.stamp(pos);
         let overtaking = !lane.frozen && pos > lane.completed;
         lane.complete_at(w, pos, false);
-        let fate = self.fate(
-            self.shape,
-            w,
-            lane,
-            pos,
-            stamp,
-            returned.last().expect("just pushed"),
-        );
+        let p = returned.last().expect("just pushed");
+        let fate = if self.shape.is_ordered(stage_of(stamp)) {
+            self.ordered_fate(w, lane, pos, stamp, returned, backlog)
+        } else {
+            self.fate(self.shape, w, lane, pos, stamp, p)
+        };
         let atomic = self.stages[stage_of(stamp)].kind == StageType::Atomic;
         let check = self.check_order && atomic && overtaking;
         if check && (fate != Fate::Stays || lane.sample_ooo()) {
