@@ -96,6 +96,23 @@ where
         pos_of: impl Fn(usize) -> u64,
         from: Option<u64>,
     ) -> Sorted {
+        // The positions one after another (the common case) in a loop of their own.
+        match from {
+            Some(at) => self.classify_at(w, lane, burst, |k| at + k as u64, from),
+            None => self.classify_at(w, lane, burst, pos_of, from),
+        }
+    }
+
+    /// [`classify`](Self::classify) with the positions given by `pos_of`.
+    #[inline(always)]
+    fn classify_at(
+        &mut self,
+        w: usize,
+        lane: &Lane<T>,
+        burst: &[T],
+        pos_of: impl Fn(usize) -> u64,
+        from: Option<u64>,
+    ) -> Sorted {
         let shape = self.shape;
         let last = shape.len - 1;
         let last_stays = !shape.is_ordered(last);
