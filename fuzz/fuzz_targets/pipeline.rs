@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
             7 => Op::ForwardAt(w, usize::from(b >> 3), a >> 4),
             8 => Op::Leave(w, usize::from(b >> 2) % 4),
             _ => match b & 0xc0 {
-                0x00 => Op::Rejoin(w),
+                0x00 if a & 0x10 == 0 => Op::Rejoin(w),
+                0x00 => Op::Poison(w),
                 0x40 => Op::Limit(usize::from(b & 0x0f)),
                 0x80 if a & 0x10 == 0 => Op::Link(w, a >> 5),
                 0x80 => Op::Priority(usize::from(b & 3), a >> 6),

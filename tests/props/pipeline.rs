@@ -14,6 +14,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => proptest::collection::vec(any::<u8>(), 0..6).prop_map(Op::Distribute),
         4 => (w.clone(), 0usize..6).prop_map(|(w, n)| Op::Recv(w, n)),
         2 => w.clone().prop_map(Op::Done),
+        1 => w.clone().prop_map(Op::Poison),
         1 => w.clone().prop_map(Op::Drop),
         3 => (w.clone(), any::<u8>()).prop_map(|(w, f)| Op::Forward(w, f)),
         3 => (w.clone(), 0usize..8, any::<u8>()).prop_map(|(w, k, f)| Op::ForwardAt(w, k, f)),

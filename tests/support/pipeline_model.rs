@@ -11,6 +11,7 @@
 //! * exactly once: at the end every packet came back once, returned or dropped.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use flowline::distributor::{self, Config, NoWorkers, StageType, Ticket, Worker};
@@ -32,6 +33,9 @@ pub enum Op {
     Done(usize),
     /// Worker drops its oldest held packet.
     Drop(usize),
+    /// Worker hands back its oldest held packet processed, marked so that `route` panics
+    /// when the distributor reads it.
+    Poison(usize),
     /// Worker forwards its oldest held packet to the next stage (the last stage's
     /// packets go out as done), into this flow.
     Forward(usize, u8),
@@ -53,6 +57,18 @@ pub enum Op {
 }
 
 pub const FLOWS: u64 = 4;
+
+/// The flow of a packet whose route panics.
+const POISON: u64 = u64::MAX;
+
+/// The pipeline's route: a packet's stage and flow, a panic (without the panic hook's
+/// message) for a poisoned packet.
+fn route(p: &Pkt) -> (usize, u64) {
+    if p.flow == POISON {
+        std::panic::resume_unwind(Box::new("poisoned"));
+    }
+    (p.stage, p.flow)
+}
 
 /// A stage and a flow.
 type Key = (usize, u64);
@@ -88,6 +104,11 @@ struct Model {
     /// Ids completed at an ordered first stage, and the last one collected.
     done_first: HashSet<u64>,
     last_done_first: Option<u64>,
+    /// Packets that may come out of `collect` unfinished: forwarded ones a read that
+    /// panicked may have left there, as handed back.
+    loose: HashSet<u64>,
+    /// Packets forwarded and not received again yet.
+    forwarded: HashSet<u64>,
 }
 
 impl Model {
@@ -98,6 +119,9 @@ impl Model {
     /// `p`, now at its stage and flow, came from `from` (tracked if an atomic stage's
     /// flow or new input).
     fn entered(&mut self, p: &Pkt, from: Key) {
+        if from.0 != INPUT {
+            self.forwarded.insert(p.id);
+        }
         if from.0 == 0 && self.stages[0] == StageType::Ordered {
             self.source.insert(p.id, ORDERED_FIRST);
         } else if from.0 == INPUT || self.atomic(from.0) {
@@ -112,6 +136,7 @@ impl Model {
     }
 
     fn received(&mut self, w: usize, p: Pkt) -> Result<(), String> {
+        self.forwarded.remove(&p.id);
         if self.allowed[w] & (1 << p.stage) == 0 {
             return Err(format!(
                 "{p:?} at worker {w}, which never served stage {}",
@@ -155,10 +180,38 @@ impl Model {
         }
     }
 
+    /// A call that reads hand-backs panicked (a poisoned packet): the burst it read
+    /// leaves through `collect` as handed back, so packets forwarded and not yet received
+    /// may come out there instead, in no promised order, and completions at an ordered
+    /// first stage may come out ahead of their order.
+    fn read_panicked(&mut self) {
+        for id in self.forwarded.drain() {
+            self.source.remove(&id);
+            self.loose.insert(id);
+        }
+        for q in self.expect.values_mut() {
+            q.retain(|id| !self.loose.contains(id));
+        }
+        self.done_first.clear();
+    }
+
     /// Forgets the expected places of packets given back to the caller.
     fn forget(&mut self, ids: &HashSet<u64>) {
         for q in self.expect.values_mut() {
             q.retain(|id| !ids.contains(id));
+        }
+    }
+}
+
+type Dist = distributor::Distributor<Pkt, distributor::Pipeline<Pkt, fn(&Pkt) -> (usize, u64)>>;
+
+/// Worker `w` re-joins; the distributor reads the hand-backs first, and each poisoned one
+/// panics a read once (its burst comes out of `collect`): then it tries again.
+fn rejoin(d: &mut Dist, m: &mut Model, w: usize) -> Result<Worker<Pkt>, String> {
+    loop {
+        match catch_unwind(AssertUnwindSafe(|| d.rejoin(w))) {
+            Ok(r) => return r.map_err(|e| e.to_string()),
+            Err(_) => m.read_panicked(),
         }
     }
 }
@@ -168,7 +221,7 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
     let (mut d, ws) = distributor::new_pipeline(
         Config::default().workers(workers).credit(credit),
         stages,
-        |p: &Pkt| (p.stage, p.flow),
+        route as fn(&Pkt) -> (usize, u64),
     )
     .map_err(|e| e.to_string())?;
     let mut ws: Vec<Option<Worker<Pkt>>> = ws.into_iter().map(Some).collect();
@@ -187,6 +240,8 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
         last_ordered: HashMap::new(),
         done_first: HashSet::new(),
         last_done_first: None,
+        loose: HashSet::new(),
+        forwarded: HashSet::new(),
     };
     let last = stages.len() - 1;
     let mut pending: Vec<Pkt> = Vec::new();
@@ -206,7 +261,12 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                     next_id += 1;
                 }
                 let before = pending.clone();
-                match d.distribute(&mut pending) {
+                let Ok(r) = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut pending))) else {
+                    check(pending == before, "a read that panicked moved the input")?;
+                    m.read_panicked();
+                    continue;
+                };
+                match r {
                     Ok(n) => {
                         check(before.len() - pending.len() == n, "accepted count")?;
                         check(
@@ -343,11 +403,24 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
             Op::Rejoin(w) => {
                 let w = *w % ws.len();
                 if ws[w].is_none() {
-                    ws[w] = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+                    ws[w] = Some(rejoin(&mut d, &mut m, w)?);
                 }
             }
             Op::Collect => {
-                d.collect(&mut out);
+                if catch_unwind(AssertUnwindSafe(|| d.collect(&mut out))).is_err() {
+                    m.read_panicked();
+                }
+            }
+            Op::Poison(w) => {
+                let w = *w % ws.len();
+                let Some(wk) = ws[w].as_mut() else { continue };
+                let Some(p) = m.held[w].pop_front() else {
+                    continue;
+                };
+                m.tickets[w].pop_front();
+                wk.done(Pkt { flow: POISON, ..p })
+                    .map_err(|e| e.to_string())?;
+                m.done_ids.insert(p.id);
             }
             Op::Limit(n) => d.set_admission_limit(*n),
             Op::Link(w, mask) => {
@@ -366,7 +439,7 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
         }
         for p in out.drain(..) {
             check(
-                m.done_ids.contains(&p.id),
+                m.done_ids.contains(&p.id) || m.loose.contains(&p.id),
                 "returned a packet no worker finished",
             )?;
             check(m.returned.insert(p.id), "returned twice")?;
@@ -384,7 +457,7 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
     // Drain: everyone joins, receives and finishes everything.
     for (w, slot) in ws.iter_mut().enumerate() {
         if slot.is_none() {
-            *slot = Some(d.rejoin(w).map_err(|e| e.to_string())?);
+            *slot = Some(rejoin(&mut d, &mut m, w)?);
         }
     }
     d.set_admission_limit(usize::MAX);
@@ -396,7 +469,11 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
         if pending.is_empty() && d.in_flight() == 0 {
             break;
         }
-        d.distribute(&mut pending).map_err(|e| e.to_string())?;
+        // (A poisoned packet's read panics once; what it read comes out of `collect`.)
+        match catch_unwind(AssertUnwindSafe(|| d.distribute(&mut pending))) {
+            Ok(r) => r.map(drop).map_err(|e| e.to_string())?,
+            Err(_) => m.read_panicked(),
+        }
         for (w, wk) in ws.iter_mut().enumerate() {
             let wk = wk.as_mut().unwrap();
             let mut got = Vec::new();
@@ -408,7 +485,9 @@ pub fn run(workers: usize, credit: usize, stages: &[StageType], ops: &[Op]) -> R
                 wk.done(p).map_err(|e| e.to_string())?;
             }
         }
-        d.collect(&mut out);
+        if catch_unwind(AssertUnwindSafe(|| d.collect(&mut out))).is_err() {
+            m.read_panicked();
+        }
     }
     d.flush(&mut out, Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
