@@ -270,7 +270,7 @@ fn threaded_workers_forward_through_ordered_atomic_parallel() {
 
 fn forward_through(stages: &[StageType]) {
     // Fewer under Miri (each packet crosses three stages of interpreted rings).
-    const N: u64 = if cfg!(miri) { 300 } else { 20_000 };
+    const N: u64 = if cfg!(miri) { 120 } else { 20_000 };
     let c = Config::default().workers(3).credit(32);
     let (mut d, ws) = distributor::new_pipeline(c, stages, route).unwrap();
     let seen = Arc::new(Mutex::new(Seen {
