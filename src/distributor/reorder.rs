@@ -241,6 +241,26 @@ impl<T> Reorder<T> {
 mod tests {
     use super::{ConfigError, Reorder, MAX_WINDOW};
 
+    /// A run taken out whole from the head moves it past the run and releases what was
+    /// parked behind; nothing when nothing was.
+    #[test]
+    fn advance_past_a_run_releases_what_waits_behind_it() {
+        let mut w = Reorder::new(8).unwrap();
+        for _ in 0..5 {
+            w.stamp();
+        }
+        let mut out = Vec::new();
+        w.put(3, 30, &mut out);
+        w.skip(4, &mut out);
+        assert!(out.is_empty());
+        w.advance(3, &mut out);
+        assert_eq!(out, [30]);
+        assert_eq!((w.oldest(), w.waiting(), w.room()), (5, 0, 8));
+        w.stamp();
+        w.advance(1, &mut out);
+        assert_eq!((out.len(), w.oldest()), (1, 6));
+    }
+
     #[test]
     fn releases_in_sequence_order_whatever_the_hand_back_order() {
         let mut w = Reorder::new(8).unwrap();
