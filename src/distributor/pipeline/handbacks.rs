@@ -50,8 +50,9 @@ where
     /// The fate of packet `p`, handed back by worker `w` at position `pos` (stamped
     /// `stamp`): its route asked for, checked (it may not go back; a completion at an
     /// atomic or parallel stage must be the packet sent at `pos`).
+    /// `ORDERED` is false only where no stage is.
     #[inline(always)]
-    fn fate(
+    fn fate<const ORDERED: bool>(
         &mut self,
         shape: Shape,
         w: usize,
@@ -63,8 +64,14 @@ where
         let from = stage_of(stamp);
         let (to, tag) = (self.route)(p);
         check_move(from, to, shape.len);
-        let on = (to != from).then(|| shape.entry_key(to, tag));
-        if shape.is_ordered(from) {
+        let on = (to != from).then(|| {
+            if ORDERED {
+                shape.entry_key(to, tag)
+            } else {
+                key(to, tag)
+            }
+        });
+        if ORDERED && shape.is_ordered(from) {
             return Fate::Window {
                 stage: from,
                 seq: seq_of(stamp),
@@ -96,16 +103,20 @@ where
         pos_of: impl Fn(usize) -> u64,
         from: Option<u64>,
     ) -> Sorted {
-        // The positions one after another (the common case) in a loop of their own.
+        // The positions one after another (the common case) in a loop of their own, and
+        // one without a look at the stages' types where none is ordered.
         match from {
-            Some(at) => self.classify_at(w, lane, burst, |k| at + k as u64, from),
-            None => self.classify_at(w, lane, burst, pos_of, from),
+            Some(at) if !self.shape.any_ordered() => {
+                self.classify_at::<false>(w, lane, burst, |k| at + k as u64, from)
+            }
+            Some(at) => self.classify_at::<true>(w, lane, burst, |k| at + k as u64, from),
+            None => self.classify_at::<true>(w, lane, burst, pos_of, from),
         }
     }
 
     /// [`classify`](Self::classify) with the positions given by `pos_of`.
     #[inline(always)]
-    fn classify_at(
+    fn classify_at<const ORDERED: bool>(
         &mut self,
         w: usize,
         lane: &Lane<T>,
@@ -115,7 +126,7 @@ where
     ) -> Sorted {
         let shape = self.shape;
         let last = shape.len - 1;
-        let last_stays = !shape.is_ordered(last);
+        let last_stays = !ORDERED || !shape.is_ordered(last);
         if last_stays && all_at(lane, burst.len(), &pos_of, from, last) {
             // Every packet completes at the last stage: no route to ask.
             return Sorted::Stay;
@@ -130,7 +141,7 @@ where
             if last_stays && stage_of(stamp) == last {
                 break;
             }
-            match self.fate(shape, w, lane, pos, stamp, p) {
+            match self.fate::<ORDERED>(shape, w, lane, pos, stamp, p) {
                 Fate::On(key) => keys.push(key),
                 fate => {
                     other = Some(fate);
@@ -157,7 +168,7 @@ where
             let fate = if last_stays && stage_of(stamp) == last {
                 Fate::Stays
             } else {
-                self.fate(shape, w, lane, pos, stamp, p)
+                self.fate::<ORDERED>(shape, w, lane, pos, stamp, p)
             };
             moves |= fate != Fate::Stays;
             fates.push(fate);
@@ -281,7 +292,7 @@ where
     ) -> Fate {
         let (shape, p) = (self.shape, returned.last().expect("just pushed"));
         match catch_unwind(AssertUnwindSafe(|| {
-            self.fate(shape, w, lane, pos, stamp, p)
+            self.fate::<true>(shape, w, lane, pos, stamp, p)
         })) {
             Ok(fate) => fate,
             Err(panic) => {
@@ -486,7 +497,7 @@ where
         let fate = if self.shape.is_ordered(stage_of(stamp)) {
             self.ordered_fate(w, lane, pos, stamp, returned, backlog)
         } else {
-            self.fate(self.shape, w, lane, pos, stamp, p)
+            self.fate::<true>(self.shape, w, lane, pos, stamp, p)
         };
         let atomic = self.stages[stage_of(stamp)].kind == StageType::Atomic;
         let check = self.check_order && atomic && overtaking;

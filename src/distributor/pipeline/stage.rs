@@ -71,6 +71,12 @@ impl Shape {
         }
     }
 
+    /// Whether any stage is ordered.
+    #[inline(always)]
+    pub(super) fn any_ordered(self) -> bool {
+        self.ordered != 0
+    }
+
     /// Whether `stage` (below 64) is ordered.
     #[inline(always)]
     pub(super) fn is_ordered(self, stage: usize) -> bool {
