@@ -1,5 +1,6 @@
 //! Pipeline distributors: bad layouts and bad stages are clear errors, a forward back or
-//! one that overtakes its flow is caught, and threaded workers forwarding through atomic
+//! one that overtakes its flow is caught, a full ordered window holds new input back, and
+//! threaded workers forwarding through atomic
 //! and parallel stages (one leaving and re-joining) keep every packet once, each atomic
 //! stage's flows on one worker at a time and in order.
 #![cfg(all(not(loom), feature = "std"))]
@@ -605,5 +606,54 @@ fn a_route_panic_on_a_packet_handed_back_by_ticket_holds_no_later_packet() {
     d.distribute(&mut Vec::new()).unwrap();
     d.collect(&mut out);
     assert_eq!(out, [(0, PANICS, 1), (0, 1, 0), (0, 1, 2)]);
+    assert_eq!(d.in_flight(), 0);
+}
+
+/// An ordered stage's window (four times the workers' credit: 32 here) full of packets
+/// waiting for the oldest, which one worker keeps while the other hands back everything
+/// it gets, under an admission limit above the window: new input waits in the caller's
+/// vector, nothing is collected, and once the oldest comes back everything leaves in the
+/// order it entered.
+#[test]
+fn a_full_ordered_window_holds_new_input_back_until_its_oldest_leaves() {
+    let c = Config::default().workers(2).credit(4);
+    let (mut d, mut ws) = distributor::new_pipeline(c, &[StageType::Ordered], route).unwrap();
+    d.set_admission_limit(1000);
+    let all: Vec<Pkt> = (0..80).map(|i| (0, i % 3, i)).collect();
+    let mut input = all.clone();
+    let (mut held, mut b, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    d.distribute(&mut input).unwrap();
+    ws[0].recv_burst(&mut held, 64).unwrap();
+    ws[1].recv_burst(&mut b, 64).unwrap();
+    // `h` keeps the oldest packet, and whatever else it gets.
+    let h = if held.first().is_some_and(|p| p.2 == 0) {
+        0
+    } else {
+        std::mem::swap(&mut held, &mut b);
+        1
+    };
+    assert_eq!(held[0].2, 0);
+    loop {
+        ws[1 - h].done_burst(&mut b).unwrap();
+        let placed = d.distribute(&mut input).unwrap();
+        ws[h].recv_burst(&mut held, 64).unwrap();
+        let got = ws[1 - h].recv_burst(&mut b, 64).unwrap();
+        if placed == 0 && got == 0 {
+            break;
+        }
+    }
+    assert_eq!(d.stage_entries(), [32], "the window's room, and no more");
+    assert_eq!(input, all[32..], "the rest waits, in order");
+    assert_eq!(d.collect(&mut out), 0, "all wait for the oldest");
+    ws[h].done_burst(&mut held).unwrap();
+    while out.len() < all.len() {
+        d.distribute(&mut input).unwrap();
+        for w in ws.iter_mut() {
+            w.recv_burst(&mut b, 64).unwrap();
+            w.done_burst(&mut b).unwrap();
+        }
+        d.collect(&mut out);
+    }
+    assert_eq!(out, all, "out in the order they entered");
     assert_eq!(d.in_flight(), 0);
 }
