@@ -1,8 +1,8 @@
 //! Pipeline distributors: bad layouts and bad stages are clear errors, a forward back or
 //! one that overtakes its flow is caught, a full ordered window holds new input back, and
-//! threaded workers forwarding through atomic
-//! and parallel stages (one leaving and re-joining) keep every packet once, each atomic
-//! stage's flows on one worker at a time and in order.
+//! threaded workers forwarding through atomic and parallel stages (one leaving and
+//! re-joining) keep every packet once, each atomic stage's flows on one worker at a time
+//! and in order.
 #![cfg(all(not(loom), feature = "std"))]
 
 use std::collections::HashMap;
