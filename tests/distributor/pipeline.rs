@@ -657,3 +657,69 @@ fn a_full_ordered_window_holds_new_input_back_until_its_oldest_leaves() {
     assert_eq!(out, all, "out in the order they entered");
     assert_eq!(d.in_flight(), 0);
 }
+
+/// A burst handed back from an ordered stage that forwards some packets and completes one
+/// in the middle: each leaves the stage in the order it entered, the completion through
+/// `collect` and the forwards on to the next stage.
+#[test]
+fn an_ordered_burst_that_completes_one_packet_in_the_middle_keeps_its_order() {
+    let c = Config::default().workers(1).credit(8);
+    let stages = [StageType::Ordered, StageType::Atomic];
+    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    let (mut b, mut out) = (Vec::new(), Vec::new());
+    d.distribute(&mut (0..6).map(|i| (0, 7, i)).collect())
+        .unwrap();
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    for p in b.iter_mut().filter(|p| p.2 != 3) {
+        p.0 = 1;
+    }
+    ws[0].done_burst(&mut b).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(d.collect(&mut out), 1);
+    assert_eq!(out, [(0, 7, 3)]);
+    ws[0].recv_burst(&mut b, 8).unwrap();
+    assert_eq!(b, [(1, 7, 0), (1, 7, 1), (1, 7, 2), (1, 7, 4), (1, 7, 5)]);
+    ws[0].done_burst(&mut b).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    d.collect(&mut out);
+    assert_eq!(out.len(), 6);
+    assert_eq!(d.stage_entries(), [6, 5]);
+    assert_eq!(d.in_flight(), 0);
+}
+
+/// A burst forwarded out of an ordered stage ahead of an older packet (by the worker that
+/// got the newer one) waits in the window, and goes on behind the older one.
+#[test]
+fn an_ordered_burst_forwarded_ahead_of_an_older_packet_waits_for_it() {
+    let c = Config::default().workers(2).credit(1);
+    let stages = [StageType::Ordered, StageType::Atomic];
+    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    d.distribute(&mut vec![(0, 7, 0), (0, 7, 1)]).unwrap();
+    let mut got = [Vec::new(), Vec::new()];
+    for (w, g) in ws.iter_mut().zip(&mut got) {
+        assert_eq!(w.recv_burst(g, 8), Ok(1));
+        g[0].0 = 1;
+    }
+    let newer = usize::from(got[1][0].2 == 1);
+    ws[newer].done_burst(&mut got[newer]).unwrap();
+    d.distribute(&mut Vec::new()).unwrap();
+    let mut b = Vec::new();
+    for w in ws.iter_mut() {
+        assert_eq!(w.recv_burst(&mut b, 8), Ok(0), "the newer packet waits");
+    }
+    ws[1 - newer].done_burst(&mut got[1 - newer]).unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        d.distribute(&mut Vec::new()).unwrap();
+        for w in ws.iter_mut() {
+            w.recv_burst(&mut b, 8).unwrap();
+            seen.extend_from_slice(&b);
+            w.done_burst(&mut b).unwrap();
+        }
+    }
+    assert_eq!(seen, [(1, 7, 0), (1, 7, 1)]);
+    let mut out = Vec::new();
+    d.distribute(&mut Vec::new()).unwrap();
+    assert_eq!(d.collect(&mut out), 2);
+    assert_eq!(d.in_flight(), 0);
+}

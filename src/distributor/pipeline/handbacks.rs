@@ -39,6 +39,9 @@ pub(super) enum Sorted {
     Stay,
     /// Every packet is forwarded from an atomic or parallel stage, by the keys in `keys`.
     On,
+    /// Every packet is forwarded from ordered `stage`, by the keys in `keys`, at the
+    /// sequence numbers (stamp bits) from `first` on, one after another.
+    OrderedRun { stage: usize, first: u64 },
     /// Some move and some may not: by the fates in `fates`.
     Mixed,
 }
@@ -135,26 +138,41 @@ where
         keys.clear();
         keys.reserve(burst.len());
         let mut other = None;
-        for (k, p) in burst.iter().enumerate() {
-            let pos = pos_of(k);
-            let stamp = lane.stamp(pos);
-            if last_stays && stage_of(stamp) == last {
-                break;
+        // From an ordered stage, the fates of the packets before a run ends (none if it
+        // is the whole burst) are in `fates`.
+        let mut prefix = false;
+        if ORDERED {
+            self.fates.clear();
+            if let Some(run) = self.ordered_prefix(lane, burst, &pos_of, &mut keys) {
+                self.keys = keys;
+                return run;
             }
-            match self.fate::<ORDERED>(shape, w, lane, pos, stamp, p) {
-                Fate::On(key) => keys.push(key),
-                fate => {
-                    other = Some(fate);
+            prefix = !self.fates.is_empty();
+        }
+        if !prefix {
+            for (k, p) in burst.iter().enumerate() {
+                let pos = pos_of(k);
+                let stamp = lane.stamp(pos);
+                if last_stays && stage_of(stamp) == last {
                     break;
                 }
+                match self.fate::<ORDERED>(shape, w, lane, pos, stamp, p) {
+                    Fate::On(key) => keys.push(key),
+                    fate => {
+                        other = Some(fate);
+                        break;
+                    }
+                }
+            }
+            if keys.len() == burst.len() {
+                self.keys = keys;
+                return Sorted::On;
             }
         }
-        if keys.len() == burst.len() {
-            self.keys = keys;
-            return Sorted::On;
-        }
         let mut fates = std::mem::take(&mut self.fates);
-        fates.clear();
+        if !ORDERED {
+            fates.clear();
+        }
         fates.extend(keys.iter().map(|&k| Fate::On(k)));
         self.keys = keys;
         let mut moves = !fates.is_empty();
@@ -181,6 +199,58 @@ where
         }
     }
 
+    /// The forwards at the front of `burst` out of the ordered stage of its first packet,
+    /// at sequence numbers one after another: the whole burst, as a run (its keys in
+    /// `keys`); or none, or a part, whose fates it puts in `fates` (with the fate of the
+    /// packet that ended the part, if its route was asked), `keys` left empty.
+    #[inline(always)]
+    fn ordered_prefix(
+        &mut self,
+        lane: &Lane<T>,
+        burst: &[T],
+        pos_of: &impl Fn(usize) -> u64,
+        keys: &mut Vec<u64>,
+    ) -> Option<Sorted> {
+        let shape = self.shape;
+        if burst.is_empty() {
+            return None;
+        }
+        let first = lane.stamp(pos_of(0));
+        let stage = stage_of(first);
+        if !shape.is_ordered(stage) {
+            return None;
+        }
+        let mut seq = seq_of(first);
+        let mut last = None;
+        for (k, p) in burst.iter().enumerate() {
+            if lane.stamp(pos_of(k)) != key(stage, seq) {
+                break;
+            }
+            let (to, tag) = (self.route)(p);
+            check_move(stage, to, shape.len);
+            if to == stage {
+                last = Some(Fate::Window {
+                    stage,
+                    seq,
+                    on: None,
+                });
+                break;
+            }
+            keys.push(shape.entry_key(to, tag));
+            seq = low_seq(seq + 1);
+        }
+        if keys.len() == burst.len() {
+            return Some(Sorted::OrderedRun {
+                stage,
+                first: seq_of(first),
+            });
+        }
+        self.fates
+            .extend(run_fates(stage, seq_of(first), keys.drain(..)));
+        self.fates.extend(last);
+        None
+    }
+
     /// Moves the packets of `returned[start..]` as `classify` sorted them; completions
     /// keep their order, and what windows release goes where it goes.
     fn move_sorted(
@@ -196,29 +266,48 @@ where
                 // Every packet forwarded from an atomic or parallel stage: straight on.
                 backlog.extend(returned.drain(start..).zip(self.keys.drain(..)));
             }
-            Sorted::Mixed if self.forward_run(returned, backlog, start) => {}
-            Sorted::Mixed => {
-                // Moved out first (into a buffer kept between bursts): a packet that stays
-                // goes back onto `returned`, behind the others. What windows release
-                // waits in `released` while the fates that follow are windows' too, so it
-                // goes where it goes in one move, in the order released (the order taking
-                // each packet by itself would give).
-                let fates = std::mem::take(&mut self.fates);
-                let mut burst = std::mem::take(&mut self.mixed);
-                burst.extend(returned.drain(start..));
-                for (p, &fate) in burst.drain(..).zip(&fates) {
-                    if let Fate::Window { stage, seq, on } = fate {
-                        self.leave_window(p, stage, seq, on);
-                    } else {
-                        dispatch(&mut self.released, returned, backlog);
-                        self.take(p, fate, returned, backlog);
-                    }
+            Sorted::OrderedRun { stage, first } => {
+                let win = self.stages[stage].window.as_mut().expect("ordered");
+                if full_seq(win.oldest(), first) == win.oldest() {
+                    // At the window's head: the run goes on whole, without a stop in the
+                    // window, and the head moves past it (as `Reorder::take_burst` does
+                    // for an ordered distributor).
+                    let n = self.keys.len() as u64;
+                    backlog.extend(returned.drain(start..).zip(self.keys.drain(..)));
+                    win.advance(n, &mut self.released);
+                    dispatch(&mut self.released, returned, backlog);
+                } else {
+                    let fates = run_fates(stage, first, self.keys.drain(..));
+                    self.fates.clear();
+                    self.fates.extend(fates);
+                    self.move_mixed(returned, backlog, start);
                 }
+            }
+            Sorted::Mixed => self.move_mixed(returned, backlog, start),
+        }
+    }
+
+    /// Moves the packets of `returned[start..]` by their fates in `fates`.
+    fn move_mixed(&mut self, returned: &mut Vec<T>, backlog: &mut Backlog<T>, start: usize) {
+        // Moved out first (into a buffer kept between bursts): a packet that stays goes
+        // back onto `returned`, behind the others. What windows release waits in
+        // `released` while the fates that follow are windows' too, so it goes where it
+        // goes in one move, in the order released (the order taking each packet by itself
+        // would give).
+        let fates = std::mem::take(&mut self.fates);
+        let mut burst = std::mem::take(&mut self.mixed);
+        burst.extend(returned.drain(start..));
+        for (p, &fate) in burst.drain(..).zip(&fates) {
+            if let Fate::Window { stage, seq, on } = fate {
+                self.leave_window(p, stage, seq, on);
+            } else {
                 dispatch(&mut self.released, returned, backlog);
-                self.mixed = burst;
-                self.fates = fates;
+                self.take(p, fate, returned, backlog);
             }
         }
+        dispatch(&mut self.released, returned, backlog);
+        self.mixed = burst;
+        self.fates = fates;
     }
 
     /// Takes one packet by its fate.
@@ -231,50 +320,6 @@ where
                 dispatch(&mut self.released, returned, backlog);
             }
         }
-    }
-
-    /// A burst (`returned[start..]`, its fates in `fates`) forwarded out of one ordered
-    /// stage at the sequence numbers from its window's head on, in order: the packets go
-    /// on whole, without a stop in the window, and the head moves past them (as
-    /// `Reorder::take_burst` does for an ordered distributor). Returns whether the burst
-    /// was one.
-    fn forward_run(
-        &mut self,
-        returned: &mut Vec<T>,
-        backlog: &mut Backlog<T>,
-        start: usize,
-    ) -> bool {
-        let Some(&Fate::Window {
-            stage,
-            seq: first,
-            on: Some(_),
-        }) = self.fates.first()
-        else {
-            return false;
-        };
-        let mut want = first;
-        for f in &self.fates {
-            match *f {
-                Fate::Window {
-                    stage: s,
-                    seq,
-                    on: Some(_),
-                } if s == stage && seq == want => want = low_seq(want + 1),
-                _ => return false,
-            }
-        }
-        let win = self.stages[stage].window.as_mut().expect("ordered");
-        if full_seq(win.oldest(), first) != win.oldest() {
-            return false;
-        }
-        let on = |f: &Fate| match *f {
-            Fate::Window { on: Some(k), .. } => k,
-            _ => unreachable!("checked above"),
-        };
-        backlog.extend(returned.drain(start..).zip(self.fates.iter().map(on)));
-        win.advance(self.fates.len() as u64, &mut self.released);
-        dispatch(&mut self.released, returned, backlog);
-        true
     }
 
     /// The fate of the packet last in `returned`, handed back at ordered stage's position
@@ -355,6 +400,24 @@ where
             check(probe);
         }
     }
+}
+
+/// The fates of packets forwarded from ordered `stage` by `keys`, at the sequence numbers
+/// (stamp bits) from `first` on, one after another.
+fn run_fates(
+    stage: usize,
+    first: u64,
+    keys: impl Iterator<Item = u64>,
+) -> impl Iterator<Item = Fate> {
+    keys.scan(first, move |seq, k| {
+        let fate = Fate::Window {
+            stage,
+            seq: *seq,
+            on: Some(k),
+        };
+        *seq = low_seq(*seq + 1);
+        Some(fate)
+    })
 }
 
 /// Whether the `n` packets of a burst handed back (the `k`-th at `pos_of(k)`, or at
