@@ -12,7 +12,7 @@ use crate::distributor::lanes::{probe_offset, Lane, PROBE_STEP};
 use crate::distributor::schedule::sealed::Scheduling;
 use crate::distributor::Distributor;
 
-use super::keys::{check_move, full_seq, key, low_seq, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
+use super::keys::{check_move, full_seq, key, next_low, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
 use super::stage::{dispatch, held_seqs, Leaving, Shape};
 use super::{Pipeline, StageType};
 
@@ -220,24 +220,21 @@ where
         if !shape.is_ordered(stage) {
             return None;
         }
-        let mut seq = seq_of(first);
-        let mut last = None;
+        // The stamp each packet must have to be the next of the run.
+        let mut want = first;
+        let mut completed = false;
         for (k, p) in burst.iter().enumerate() {
-            if lane.stamp(pos_of(k)) != key(stage, seq) {
+            if lane.stamp(pos_of(k)) != want {
                 break;
             }
             let (to, tag) = (self.route)(p);
             check_move(stage, to, shape.len);
             if to == stage {
-                last = Some(Fate::Window {
-                    stage,
-                    seq,
-                    on: None,
-                });
+                completed = true;
                 break;
             }
             keys.push(shape.entry_key(to, tag));
-            seq = low_seq(seq + 1);
+            want = key(stage, next_low(seq_of(want)));
         }
         if keys.len() == burst.len() {
             return Some(Sorted::OrderedRun {
@@ -247,7 +244,14 @@ where
         }
         self.fates
             .extend(run_fates(stage, seq_of(first), keys.drain(..)));
-        self.fates.extend(last);
+        if completed {
+            // The packet that ended the run completes at the stage, through its window.
+            self.fates.push(Fate::Window {
+                stage,
+                seq: seq_of(want),
+                on: None,
+            });
+        }
         None
     }
 
@@ -415,7 +419,7 @@ fn run_fates(
             seq: *seq,
             on: Some(k),
         };
-        *seq = low_seq(*seq + 1);
+        *seq = next_low(*seq);
         Some(fate)
     })
 }

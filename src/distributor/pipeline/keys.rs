@@ -63,6 +63,18 @@ pub(super) fn low_seq(seq: u64) -> u64 {
     }
 }
 
+/// The stamp bits of the sequence number after the one whose bits are `low` (below
+/// [`SEQ_MOD`]): `low_seq(seq + 1)` from `low_seq(seq)`, without the fold.
+#[inline(always)]
+pub(super) fn next_low(low: u64) -> u64 {
+    let next = low + 1;
+    if next == SEQ_MOD {
+        0
+    } else {
+        next
+    }
+}
+
 /// The window sequence number whose stamp bits are `low`, given the window's oldest
 /// unreleased one: the only one at or past `oldest` within [`SEQ_MOD`] of it (every
 /// sequence number in flight is, the window being far smaller).
@@ -111,8 +123,8 @@ fn moved_back(from: usize, to: usize) -> ! {
 #[cfg(test)]
 mod tests {
     use super::{
-        full_seq, key, low_seq, new_seq_key, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ, SEQ_MOD,
-        TAG_BITS,
+        full_seq, key, low_seq, new_seq_key, next_low, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ,
+        SEQ_MOD, TAG_BITS,
     };
 
     /// Stamp bits never read as a new packet's, and every sequence number within a
@@ -153,6 +165,9 @@ mod tests {
             x
         })) {
             assert_eq!(low_seq(seq), seq % SEQ_MOD, "{seq}");
+            if let Some(after) = seq.checked_add(1) {
+                assert_eq!(next_low(low_seq(seq)), low_seq(after), "after {seq}");
+            }
         }
     }
 
