@@ -12,7 +12,9 @@ use crate::distributor::lanes::{probe_offset, Lane, PROBE_STEP};
 use crate::distributor::schedule::sealed::Scheduling;
 use crate::distributor::Distributor;
 
-use super::keys::{check_move, full_seq, key, next_low, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS};
+use super::keys::{
+    check_move, full_seq, key, next_low, next_stamp, seq_of, stage_of, NEEDS_ROUTE, TAG_BITS,
+};
 use super::stage::{dispatch, held_seqs, Leaving, Shape};
 use super::{Pipeline, StageType};
 
@@ -220,9 +222,12 @@ where
         if !shape.is_ordered(stage) {
             return None;
         }
-        // The stamp each packet must have to be the next of the run.
+        // The stamp each packet must have to be the next of the run, and the keys written
+        // in place (no capacity check per packet), the vector cut to the run after.
         let mut want = first;
         let mut completed = false;
+        keys.resize(burst.len(), 0);
+        let mut n = 0;
         for (k, p) in burst.iter().enumerate() {
             if lane.stamp(pos_of(k)) != want {
                 break;
@@ -233,10 +238,12 @@ where
                 completed = true;
                 break;
             }
-            keys.push(shape.entry_key(to, tag));
-            want = key(stage, next_low(seq_of(want)));
+            keys[k] = shape.entry_key(to, tag);
+            n = k + 1;
+            want = next_stamp(want);
         }
-        if keys.len() == burst.len() {
+        keys.truncate(n);
+        if n == burst.len() {
             return Some(Sorted::OrderedRun {
                 stage,
                 first: seq_of(first),

@@ -75,6 +75,18 @@ pub(super) fn next_low(low: u64) -> u64 {
     }
 }
 
+/// The stamp at an ordered stage of the sequence number after `stamp`'s: [`next_low`]
+/// of its bits, the stage kept.
+#[inline(always)]
+pub(super) fn next_stamp(stamp: u64) -> u64 {
+    let next = stamp + 1;
+    if next & TAG_BITS == SEQ_MOD {
+        next - SEQ_MOD
+    } else {
+        next
+    }
+}
+
 /// The window sequence number whose stamp bits are `low`, given the window's oldest
 /// unreleased one: the only one at or past `oldest` within [`SEQ_MOD`] of it (every
 /// sequence number in flight is, the window being far smaller).
@@ -123,8 +135,8 @@ fn moved_back(from: usize, to: usize) -> ! {
 #[cfg(test)]
 mod tests {
     use super::{
-        full_seq, key, low_seq, new_seq_key, next_low, seq_of, stage_of, NEEDS_ROUTE, NEW_SEQ,
-        SEQ_MOD, TAG_BITS,
+        full_seq, key, low_seq, new_seq_key, next_low, next_stamp, seq_of, stage_of, NEEDS_ROUTE,
+        NEW_SEQ, SEQ_MOD, TAG_BITS,
     };
 
     /// Stamp bits never read as a new packet's, and every sequence number within a
@@ -167,6 +179,10 @@ mod tests {
             assert_eq!(low_seq(seq), seq % SEQ_MOD, "{seq}");
             if let Some(after) = seq.checked_add(1) {
                 assert_eq!(next_low(low_seq(seq)), low_seq(after), "after {seq}");
+                for stage in [0, 5, 63] {
+                    let next = next_stamp(key(stage, low_seq(seq)));
+                    assert_eq!(next, key(stage, low_seq(after)), "after {seq}");
+                }
             }
         }
     }
