@@ -122,6 +122,8 @@ where
                     take_run(backlog, &mut left, stage, |p, k| {
                         pass.router.route_any(p, k)
                     })
+                } else if kind == StageType::Atomic && pass.links.all() {
+                    take_run(backlog, &mut left, stage, |p, k| pass.place_atomic(p, k))
                 } else {
                     take_run(backlog, &mut left, stage, |p, k| {
                         pass.place_key(p, stage, kind, k, true)
@@ -267,6 +269,7 @@ impl<'p, T> Pass<'p, T> {
         blocking: bool,
     ) -> Result<(), T> {
         match kind {
+            StageType::Atomic if blocking && self.links.all() => self.place_atomic(p, k),
             StageType::Atomic => {
                 if blocking && !self.blocked.is_empty() && self.blocked.contains(&k) {
                     return Err(p);
@@ -291,6 +294,19 @@ impl<'p, T> Pass<'p, T> {
             },
             StageType::Ordered => self.place_ordered(p, stage, k),
         }
+    }
+
+    /// [`place_key`](Self::place_key) at an atomic stage that every worker serves, of a
+    /// packet whose flow waits if an older packet of it was refused in this pass.
+    #[inline(always)]
+    fn place_atomic(&mut self, p: T, k: u64) -> Result<(), T> {
+        if !self.blocked.is_empty() && self.blocked.contains(&k) {
+            return Err(p);
+        }
+        self.router.route(p, k).map_err(|p| {
+            self.blocked.insert(k);
+            p
+        })
     }
 
     /// The least loaded active worker that serves `stage` and has credit.
