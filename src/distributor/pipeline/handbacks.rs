@@ -55,6 +55,7 @@ where
     /// The fate of packet `p`, handed back by worker `w` at position `pos` (stamped
     /// `stamp`): its route asked for, checked (it may not go back; a completion at an
     /// atomic or parallel stage must be the packet sent at `pos`).
+    ///
     /// `ORDERED` is false only where no stage is.
     #[inline(always)]
     fn fate<const ORDERED: bool>(
@@ -97,8 +98,9 @@ where
     /// The fates of the packets of `burst` (the `k`-th handed back at `pos_of(k)`), every
     /// route asked for before any packet moves; a packet at the last stage, if that stage
     /// is not ordered, can only complete and is not asked. While every packet is forwarded
-    /// from an atomic or parallel stage, only the keys they go on by are kept (`keys`);
-    /// from the first that is not, every fate (`fates`).
+    /// from an atomic or parallel stage, or from one ordered stage at sequence numbers one
+    /// after another, only the keys they go on by are kept (`keys`); from the first that
+    /// is not, every fate (`fates`).
     #[inline(never)]
     fn classify(
         &mut self,
