@@ -21,6 +21,30 @@ fn route(p: &Pkt) -> (usize, u64) {
     (p.0, p.1)
 }
 
+type OaDist = distributor::Distributor<Pkt, distributor::Pipeline<Pkt, fn(&Pkt) -> (usize, u64)>>;
+
+/// A pipeline of an ordered then an atomic stage, and its workers.
+fn ordered_then_atomic(workers: usize, credit: usize) -> (OaDist, Vec<Worker<Pkt>>) {
+    let c = Config::default().workers(workers).credit(credit);
+    let stages = [StageType::Ordered, StageType::Atomic];
+    distributor::new_pipeline(c, &stages, route as fn(&Pkt) -> (usize, u64)).unwrap()
+}
+
+/// Routes and lets every worker complete what it gets until `n` packets were seen;
+/// returns them in the order the workers (in turn) got them.
+fn complete_at_next_stage(d: &mut OaDist, ws: &mut [Worker<Pkt>], n: usize) -> Vec<Pkt> {
+    let (mut seen, mut b) = (Vec::new(), Vec::new());
+    while seen.len() < n {
+        d.distribute(&mut Vec::new()).unwrap();
+        for w in ws.iter_mut() {
+            w.recv_burst(&mut b, 64).unwrap();
+            seen.extend_from_slice(&b);
+            w.done_burst(&mut b).unwrap();
+        }
+    }
+    seen
+}
+
 #[test]
 fn bad_stage_lists_are_refused() {
     let c = Config::default().workers(1).credit(8);
@@ -120,9 +144,7 @@ fn a_forward_that_overtakes_its_flow_is_caught_at_atomic_stages() {
 /// on; then the whole flow arrives there in the order it came in.
 #[test]
 fn an_ordered_stage_lets_packets_go_on_in_the_order_they_came() {
-    let c = Config::default().workers(2).credit(8);
-    let stages = [StageType::Ordered, StageType::Atomic];
-    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    let (mut d, mut ws) = ordered_then_atomic(2, 8);
     let mut input: Vec<Pkt> = (0..16).map(|i| (0, 7, i)).collect();
     assert_eq!(d.distribute(&mut input), Ok(16));
     let mut got: Vec<Vec<Pkt>> = vec![Vec::new(), Vec::new()];
@@ -153,15 +175,7 @@ fn an_ordered_stage_lets_packets_go_on_in_the_order_they_came() {
     }
     on(&mut ws[older], &mut got[older]);
     // Stage 1 is atomic: the flow is on one worker at a time, within its credit.
-    let mut seen = Vec::new();
-    while seen.len() < 16 {
-        d.distribute(&mut Vec::new()).unwrap();
-        for w in ws.iter_mut() {
-            w.recv_burst(&mut b, 16).unwrap();
-            seen.extend_from_slice(&b);
-            w.done_burst(&mut b).unwrap();
-        }
-    }
+    let seen = complete_at_next_stage(&mut d, &mut ws, 16);
     assert_eq!(seen, (0..16).map(|i| (1, 7, i)).collect::<Vec<_>>());
     assert_eq!(d.stage_entries(), [16, 16]);
 }
@@ -663,9 +677,7 @@ fn a_full_ordered_window_holds_new_input_back_until_its_oldest_leaves() {
 /// `collect` and the forwards on to the next stage.
 #[test]
 fn an_ordered_burst_that_completes_one_packet_in_the_middle_keeps_its_order() {
-    let c = Config::default().workers(1).credit(8);
-    let stages = [StageType::Ordered, StageType::Atomic];
-    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    let (mut d, mut ws) = ordered_then_atomic(1, 8);
     let (mut b, mut out) = (Vec::new(), Vec::new());
     d.distribute(&mut (0..6).map(|i| (0, 7, i)).collect())
         .unwrap();
@@ -691,9 +703,7 @@ fn an_ordered_burst_that_completes_one_packet_in_the_middle_keeps_its_order() {
 /// got the newer one) waits in the window, and goes on behind the older one.
 #[test]
 fn an_ordered_burst_forwarded_ahead_of_an_older_packet_waits_for_it() {
-    let c = Config::default().workers(2).credit(1);
-    let stages = [StageType::Ordered, StageType::Atomic];
-    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
+    let (mut d, mut ws) = ordered_then_atomic(2, 1);
     d.distribute(&mut vec![(0, 7, 0), (0, 7, 1)]).unwrap();
     let mut got = [Vec::new(), Vec::new()];
     for (w, g) in ws.iter_mut().zip(&mut got) {
@@ -708,15 +718,7 @@ fn an_ordered_burst_forwarded_ahead_of_an_older_packet_waits_for_it() {
         assert_eq!(w.recv_burst(&mut b, 8), Ok(0), "the newer packet waits");
     }
     ws[1 - newer].done_burst(&mut got[1 - newer]).unwrap();
-    let mut seen = Vec::new();
-    while seen.len() < 2 {
-        d.distribute(&mut Vec::new()).unwrap();
-        for w in ws.iter_mut() {
-            w.recv_burst(&mut b, 8).unwrap();
-            seen.extend_from_slice(&b);
-            w.done_burst(&mut b).unwrap();
-        }
-    }
+    let seen = complete_at_next_stage(&mut d, &mut ws, 2);
     assert_eq!(seen, [(1, 7, 0), (1, 7, 1)]);
     let mut out = Vec::new();
     d.distribute(&mut Vec::new()).unwrap();
