@@ -596,6 +596,41 @@ fn a_route_panic_at_an_ordered_stage_holds_no_later_packet() {
     }
 }
 
+/// The same when `route` panics in the middle of a burst forwarded in order out of an
+/// ordered stage (its first packets' routes already asked): the whole burst leaves as
+/// handed back, and the stage's later packets go on.
+#[test]
+fn a_route_panic_in_the_middle_of_an_ordered_run_holds_no_later_packet() {
+    let c = Config::default().workers(1).credit(8);
+    let stages = [StageType::Ordered, StageType::Atomic];
+    let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route_or_panic).unwrap();
+    let (mut b, mut out) = (Vec::new(), Vec::new());
+    d.distribute(&mut (0..6).map(|i| (0, 1, i)).collect())
+        .unwrap();
+    ws[0].recv_burst(&mut b, 4).unwrap();
+    for p in b.iter_mut() {
+        p.0 = 1;
+    }
+    b[2].1 = PANICS;
+    let handed_back = b.clone();
+    ws[0].done_burst(&mut b).unwrap();
+    let r = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new())));
+    assert!(r.is_err());
+    d.collect(&mut out);
+    assert_eq!(out, handed_back);
+    for _ in 0..4 {
+        ws[0].recv_burst(&mut b, 8).unwrap();
+        for p in &mut b {
+            p.0 = 1;
+        }
+        ws[0].done_burst(&mut b).unwrap();
+        d.distribute(&mut Vec::new()).unwrap();
+        d.collect(&mut out);
+    }
+    assert_eq!(out[4..], [(1, 1, 4), (1, 1, 5)]);
+    assert_eq!(d.in_flight(), 0);
+}
+
 /// The same for one packet handed back out of order (by ticket), read from the control
 /// ring: it gives its place up, so the older one and those after it go on.
 #[test]
