@@ -47,6 +47,7 @@ pub mod mpsc;
 pub mod niche;
 mod polite;
 mod raw;
+mod speculation;
 pub mod spsc;
 
 mod sealed {

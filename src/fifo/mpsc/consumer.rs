@@ -195,9 +195,13 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         let sh = &*self.shared;
         sh.tracker.read(sh.pos(self.head));
-        // SAFETY: `head` is inside a published run's items (`ready`), not yet consumed;
-        // the item is moved out once and `head` passes it.
-        let v = unsafe { (*sh.slot(self.head)).assume_init_read() };
+        // `head` itself (`ready` found it short of `valid_end`), chosen without a branch so
+        // that a pop run ahead past the last item seen reads the slot read last, not the
+        // line a producer is writing (see `fifo::speculation`).
+        let at = index_unless_end(self.head, self.valid_end);
+        // SAFETY: `at` is `head`, inside a published run's items (`ready`), not yet
+        // consumed; the item is moved out once and `head` passes it.
+        let v = unsafe { (*sh.slot(at)).assume_init_read() };
         self.head = self.head.wrapping_add(1);
         if self.head.wrapping_sub(self.released) >= self.release_batch {
             self.release_after_pops();

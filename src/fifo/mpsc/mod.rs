@@ -140,6 +140,7 @@ use crossbeam_utils::CachePadded;
 
 use super::lines::LineCounter;
 use super::raw;
+use super::speculation::index_unless_end;
 #[cfg(feature = "std")]
 use super::Wait;
 use super::{CapacityError, NoWait, PopError, WaitMode};

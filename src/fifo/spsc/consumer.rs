@@ -342,10 +342,15 @@ impl<T, W: WaitMode> Consumer<T, W> {
             return None;
         }
         self.shared.tracker.read(self.head & self.mask);
-        // SAFETY: the slot at `head` was published by the producer (Acquire above) and not
-        // yet consumed; reading it moves the item out, and `head` moves past it so
-        // it is never read or dropped again.
-        let v = unsafe { (*self.slot(self.head)).assume_init_read() };
+        // `head` itself (it differs from `cached_tail` here), chosen without a branch so
+        // that a pop run ahead past the last item seen reads the slot read last, not the
+        // line the producer is writing (see `fifo::speculation`).
+        let at = index_unless_end(self.head as u64, self.cached_tail as u64) as usize;
+        // SAFETY: `at` is `head` (`cached_tail` differs from it, checked just above); the
+        // slot at `head` was published by the producer (Acquire above) and not yet
+        // consumed; reading it moves the item out, and `head` moves past it so it is never
+        // read or dropped again.
+        let v = unsafe { (*self.slot(at)).assume_init_read() };
         self.consume_one();
         Some(v)
     }

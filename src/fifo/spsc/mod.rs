@@ -159,6 +159,7 @@ use super::lines::LineCounter;
 pub use super::polite::PolitePolling;
 use super::polite::{self, Polite};
 use super::raw;
+use super::speculation::index_unless_end;
 #[cfg(feature = "std")]
 use super::Wait;
 use super::{CapacityError, NoWait, PopError, WaitMode};
