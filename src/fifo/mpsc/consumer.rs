@@ -262,11 +262,13 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         let sh = &*self.shared;
         sh.tracker.read(sh.pos(self.head));
-        // SAFETY: `head` is below `head + ready`, inside a run whose descriptor a producer
-        // published (Release) and `ready` read (Acquire): an initialised item no producer
-        // touches until this end's Release store of `head` passes it, which cannot happen
-        // while `self` is borrowed.
-        Some(unsafe { (*sh.slot(self.head)).assume_init_ref() })
+        // `head`, chosen as `pop` chooses it (see there).
+        let at = index_unless_end(self.head, self.valid_end);
+        // SAFETY: `at` is `head` (short of `valid_end`: `ready`), below `head + ready`,
+        // inside a run whose descriptor a producer published (Release) and `ready` read
+        // (Acquire): an initialised item no producer touches until this end's Release store
+        // of `head` passes it, which cannot happen while `self` is borrowed.
+        Some(unsafe { (*sh.slot(at)).assume_init_ref() })
     }
 
     /// Moves up to `max` items out, in order, crossing runs, one ready stretch at a time:

@@ -399,9 +399,12 @@ impl<T, W: WaitMode> Consumer<T, W> {
             return None;
         }
         self.shared.tracker.read(self.head & self.mask);
-        // SAFETY: the slot at `head` holds a published item that stays in place while the
-        // returned borrow of `self` lives (only this end consumes).
-        Some(unsafe { (*self.slot(self.head)).assume_init_ref() })
+        // `head`, chosen as `pop` chooses it (see there).
+        let at = index_unless_end(self.head as u64, self.cached_tail as u64) as usize;
+        // SAFETY: `at` is `head` (`cached_tail` differs from it, checked just above); the
+        // slot at `head` holds a published item that stays in place while the returned
+        // borrow of `self` lives (only this end consumes).
+        Some(unsafe { (*self.slot(at)).assume_init_ref() })
     }
 
     /// Takes up to `n` published items in place (fewer if fewer are available; possibly
