@@ -79,6 +79,23 @@ fn rewrite_read_loop(w: Write, line: &Fields, iters: u64) -> u64 {
 /// Dependent multiplies per iteration of [`rewrite_read_loop`].
 const WORK: u32 = 32;
 
+/// Both writers of the write-only loop, on one shared line (`shared`) or each on a line of
+/// its own: the sum of their times per iteration.
+fn writers(w: Write, shared: bool, iters: u64) -> Vec<f64> {
+    let lines = [
+        CachePadded::new(Fields::default()),
+        CachePadded::new(Fields::default()),
+    ];
+    let second = if shared { &lines[0] } else { &lines[1] };
+    let body = |line: &Fields| {
+        let t = Instant::now();
+        rewrite_loop(w, line, iters);
+        t.elapsed().as_nanos() as f64
+    };
+    let (ta, tb) = pair(|| body(&lines[0]), || body(second));
+    vec![(ta + tb) / iters as f64]
+}
+
 fn impls<'a>(f: impl Fn(Write) -> Vec<f64> + 'a + Copy) -> Vec<Impl<'a>> {
     vec![
         ("flowline", Box::new(move || f(Write::Flowline))),
@@ -134,6 +151,35 @@ pub fn run(r: &mut Report) {
             vec![(ta + tb) / iters_rw as f64]
         }),
         &[("flowline", "store")],
+    );
+
+    // (a'') The write-only loop of (a) with each writer on a line of its own, beside the
+    // plain store on the shared line: where the two plain-store rows match, the shared
+    // line's transfers cost the write-only loop nothing (its stores wait in the store
+    // buffer, which no instruction waits for), and a check before the store cannot win
+    // there; what it costs is its own loads and branches.
+    r.scenario(
+        "cell_2writers_private",
+        &[Metric {
+            suffix: "",
+            unit: "ns",
+            higher_is_better: false,
+        }],
+        vec![
+            (
+                "store",
+                Box::new(move || writers(Write::Store, false, iters)),
+            ),
+            (
+                "store_shared",
+                Box::new(move || writers(Write::Store, true, iters)),
+            ),
+            (
+                "flowline",
+                Box::new(move || writers(Write::Flowline, false, iters)),
+            ),
+        ],
+        &[("store", "store_shared"), ("flowline", "store")],
     );
 
     // (b) One writer re-writing an unchanged value, one reader reading the fields: reader

@@ -92,7 +92,7 @@ fn main() {
                 println!("  FILTER        run only scenarios whose names contain one of these");
                 println!("env: REPORT_CPUS=a,b,.. (CPUs to pin to), REPORT_LAYOUT=advance,offset (one ring layout)");
                 println!("     REPORT_COPY=memcpy|items (how the spsc chunk scenarios copy)");
-                println!("scenarios: cell_2writers_unchanged cell_2writers_unchanged_reading cell_reader_unchanged");
+                println!("scenarios: cell_2writers_unchanged cell_2writers_unchanged_reading cell_2writers_private cell_reader_unchanged");
                 println!("           cell_1thread_unchanged cell_1thread_changing");
                 println!("           spsc_r1024_burst1 spsc_r1024_burst8 spsc_r1024_burst32 spsc_pingpong");
                 println!("           spsc_paced40ns_latency spsc_paced100ns_latency");
