@@ -1,7 +1,7 @@
-//! The slot a single pop reads, chosen without a branch so that a pop the CPU runs ahead
-//! of a mispredicted emptiness check reads a line this end already holds: speculative load
-//! hardening (Chandler Carruth's, in LLVM), applied to cache-line ownership rather than to
-//! secrets.
+//! The slot a single pop or peek reads, chosen without a branch so that a pop the CPU
+//! runs ahead of a mispredicted emptiness check reads a line this end already holds:
+//! speculative load hardening (Chandler Carruth's, in LLVM), applied to cache-line
+//! ownership rather than to secrets.
 //!
 //! A consumer's loop predicts that the next item is there. At the end of what it has seen,
 //! the CPU has already issued the load of the next slot before the comparison that says
@@ -21,8 +21,9 @@
 //! Elsewhere, and under Miri and loom, it is the plain expression.
 
 /// `index`, unless it equals `end`, the end of the items the caller has seen: then the
-/// index before it (`index - 1`, wrapping). A single pop calls it with its read position
-/// and its cached end, after finding that they differ, and reads the slot it returns.
+/// index before it (`index - 1`, wrapping). A single pop or peek calls it with its read
+/// position and its cached end, after finding that they differ, and reads the slot it
+/// returns.
 #[inline(always)]
 pub(crate) fn index_unless_end(index: u64, end: u64) -> u64 {
     #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
