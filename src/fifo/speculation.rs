@@ -1,7 +1,7 @@
 //! The slot a single pop or peek reads, chosen without a branch so that a pop the CPU
-//! runs ahead of a mispredicted emptiness check reads a line this end already holds:
-//! speculative load hardening (Chandler Carruth's, in LLVM), applied to cache-line
-//! ownership rather than to secrets.
+//! runs ahead of a mispredicted emptiness check reads the slot before, not the line the
+//! producer is writing: speculative load hardening (Chandler Carruth's, in LLVM), applied
+//! to cache-line ownership rather than to secrets.
 //!
 //! A consumer's loop predicts that the next item is there. At the end of what it has seen,
 //! the CPU has already issued the load of the next slot before the comparison that says
@@ -11,10 +11,12 @@
 //! producer writes goes back and forth every few items, and whether a given loop does this
 //! depends on how fast it happens to run (its code layout, the work around it). Choosing the
 //! slot by a conditional move on the same comparison makes the load's address wait for the
-//! comparison: a pop that runs ahead past the last item it has seen reads the slot it read
-//! last instead. The architectural result never changes (a pop reads a slot only after the
-//! comparison found an item there). Measured in `docs/performance-notes.md` (in the
-//! repository), "Speculative reads past the last item".
+//! comparison: a pop that runs ahead past the last item it has seen reads the slot before
+//! it instead, almost always the one it read last (not on a ring's first pop, in a ring of
+//! one slot, or after an MPSC consumer skipped a run's empty slots: a wasted speculative
+//! read, nothing worse). The architectural result never changes (a pop reads a slot only
+//! after the comparison found an item there). Measured in `docs/performance-notes.md` (in
+//! the repository), "Speculative reads past the last item".
 //!
 //! The choice is an `asm!` block on x86_64 and aarch64, opaque to the compiler, which
 //! would otherwise fold it away (on the path that reads, it knows the two values differ).

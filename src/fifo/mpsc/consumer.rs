@@ -196,7 +196,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         let sh = &*self.shared;
         sh.tracker.read(sh.pos(self.head));
         // `head` itself (`ready` found it short of `valid_end`), chosen without a branch so
-        // that a pop run ahead past the last item seen reads the slot read last, not the
+        // that a pop run ahead past the last item seen reads the slot before, not the
         // line a producer is writing (see `fifo::speculation`).
         let at = index_unless_end(self.head, self.valid_end);
         // SAFETY: `at` is `head`, inside a published run's items (`ready`), not yet

@@ -343,7 +343,7 @@ impl<T, W: WaitMode> Consumer<T, W> {
         }
         self.shared.tracker.read(self.head & self.mask);
         // `head` itself (it differs from `cached_tail` here), chosen without a branch so
-        // that a pop run ahead past the last item seen reads the slot read last, not the
+        // that a pop run ahead past the last item seen reads the slot before, not the
         // line the producer is writing (see `fifo::speculation`).
         let at = index_unless_end(self.head as u64, self.cached_tail as u64) as usize;
         // SAFETY: `at` is `head` (`cached_tail` differs from it, checked just above); the
