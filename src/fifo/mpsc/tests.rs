@@ -244,6 +244,46 @@ fn consumer_dropped_after_skipping_a_hole() {
     drop(tx); // drops the one leftover exactly once (Miri checks leaks and double frees)
 }
 
+/// Single pops and peeks take each item once, in order, with rings of 1, 2 and 4 slots,
+/// released at once and in groups, started at 0 and just below the index wrap, with
+/// bursts between them that leave runs partly read: the slot they read is chosen by a
+/// conditional move on "at the end of the run seen" (`fifo::speculation`), which must
+/// never pick the slot before on a path that reads. Fails if it does.
+#[test]
+fn single_pops_and_peeks_take_each_item_once_across_the_wrap() {
+    for cap in [1usize, 2, 4] {
+        for start in [0, u64::MAX - 6] {
+            for batch in [1, 3] {
+                let (mut tx, mut rx) = with_release_batch::<u64>(cap, start, batch).unwrap();
+                let (mut next_in, mut next_out) = (0u64, 0u64);
+                for round in 0..12u64 {
+                    if round % 3 == 0 {
+                        let burst: Vec<u64> = (next_in..next_in + cap as u64).collect();
+                        next_in += tx.push_burst(&burst) as u64;
+                    } else if tx.push(next_in).is_ok() {
+                        next_in += 1;
+                    }
+                    for _ in 0..1 + round % 2 {
+                        match rx.peek().copied() {
+                            Some(v) => {
+                                assert_eq!(v, next_out, "peek, {cap} slots, start {start}");
+                                assert_eq!(rx.pop(), Some(next_out));
+                                next_out += 1;
+                            }
+                            None => assert_eq!(rx.pop(), None),
+                        }
+                    }
+                }
+                while let Some(v) = rx.pop() {
+                    assert_eq!(v, next_out);
+                    next_out += 1;
+                }
+                assert_eq!(next_in, next_out);
+            }
+        }
+    }
+}
+
 #[test]
 fn full_and_wrap_with_capacity_1_and_2() {
     for cap in [1usize, 2] {

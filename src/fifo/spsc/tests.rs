@@ -390,6 +390,47 @@ fn full_and_empty_edges_capacity_1_and_2() {
     }
 }
 
+/// Single pops and peeks take each item once, in order, with every ring size from one
+/// slot up, eager and lazy, started at 0 and just below the index wrap: the slot they read
+/// is chosen by a conditional move on "at the end of what was seen" (`fifo::speculation`),
+/// which must never pick the slot before on a path that reads. Fails if it does (an item
+/// read twice, or one skipped).
+#[test]
+fn single_pops_and_peeks_take_each_item_once_across_the_wrap() {
+    for slots in [1usize, 2, 4] {
+        for start in [0, usize::MAX - 6] {
+            for lazy in [false, true] {
+                let (mut tx, mut rx) = with_start_index::<u64>(slots, start).unwrap();
+                rx.set_lazy_release(lazy);
+                let (mut next_in, mut next_out) = (0u64, 0u64);
+                for round in 0..12usize {
+                    // Fill by 1..=slots items, then drain by 1..=slots, varying per round.
+                    for _ in 0..1 + round % slots {
+                        if tx.push(next_in).is_ok() {
+                            next_in += 1;
+                        }
+                    }
+                    for _ in 0..1 + (round / 2) % slots {
+                        match rx.peek().copied() {
+                            Some(v) => {
+                                assert_eq!(v, next_out, "peek, {slots} slots, start {start}");
+                                assert_eq!(rx.pop(), Some(next_out));
+                                next_out += 1;
+                            }
+                            None => assert_eq!(rx.pop(), None),
+                        }
+                    }
+                }
+                while let Some(v) = rx.pop() {
+                    assert_eq!(v, next_out);
+                    next_out += 1;
+                }
+                assert_eq!(next_in, next_out);
+            }
+        }
+    }
+}
+
 #[test]
 fn index_counters_wrap_around() {
     let start = usize::MAX - 5;
