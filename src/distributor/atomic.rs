@@ -18,7 +18,7 @@ use super::admission::sealed::Admitting;
 use super::admission::AdmitAll;
 use super::backlog::Backlog;
 use super::flows::{FlowTable, TagHasher};
-use super::lanes::{probe_offset, Lane, Pick, Router, PROBE_STEP};
+use super::lanes::{Lane, Pick, Router};
 use super::schedule::sealed::Scheduling;
 use super::Distributor;
 
@@ -121,23 +121,7 @@ where
         if !self.check_order {
             return;
         }
-        let tag = &mut self.tag;
-        let burst = &returned[start..];
-        if let Some(positions) = spread {
-            for (p, &pos) in burst.iter().zip(positions) {
-                lane.check(w, pos, tag(p));
-            }
-        } else if cfg!(debug_assertions) {
-            for (k, p) in burst.iter().enumerate() {
-                lane.check(w, at + k as u64, tag(p));
-            }
-        } else {
-            // One packet per burst read, at a rotating offset: one `tag` call per burst
-            // instead of one per packet.
-            lane.probe = lane.probe.wrapping_add(PROBE_STEP);
-            let k = probe_offset(lane.probe, burst.len());
-            lane.check(w, at + k as u64, tag(&burst[k]));
-        }
+        lane.check_burst(w, &returned[start..], at, spread, &mut self.tag);
     }
 
     #[inline(always)]

@@ -110,6 +110,7 @@ where
             next: 0,
             pkts,
             stats: &mut self.stats,
+            entered: None,
             finished: false,
         };
         let Self {
@@ -243,7 +244,7 @@ impl<T, S: Schedule<T>> Distributor<T, S> {
 /// worker has no credit, their flow is blocked in this pass, or the admission holds them);
 /// returns how many of the first `old` packets went back. The guard `g` ends here.
 #[inline(always)]
-fn route_pass<T, F, A>(
+pub(super) fn route_pass<T, F, A>(
     mut g: PutBack<'_, '_, T>,
     router: &mut Router<'_, T>,
     tag: &mut F,
@@ -309,6 +310,9 @@ pub(super) struct PutBack<'a, 'b, T> {
     pub(super) next: usize,
     pub(super) pkts: &'a mut Vec<T>,
     pub(super) stats: &'a mut GroupHandle<5>,
+    /// Where else the packets routed count when a panic cuts the pass short (a one-stage
+    /// pipeline's entries), beside the statistics.
+    pub(super) entered: Option<&'a mut u64>,
     /// Set once the pass ran to its end (the call then counts for itself).
     pub(super) finished: bool,
 }
@@ -320,6 +324,9 @@ impl<T> Drop for PutBack<'_, '_, T> {
             // (which held none at the start) were routed.
             let routed = self.next - self.pkts.len();
             self.stats.add(ACCEPTED, routed as u64);
+            if let Some(entered) = self.entered.as_deref_mut() {
+                *entered += routed as u64;
+            }
         }
         self.pkts.extend(self.rest.by_ref());
     }

@@ -323,6 +323,34 @@ impl<T> Lane<T> {
         }
     }
 
+    /// The order check of a burst handed back by worker `w` (at the positions from `at`
+    /// on, or at `spread` past positions handed back out of order), each packet's stamp
+    /// given by `stamp`: every packet in debug builds and at `spread`; one per burst, at
+    /// a rotating offset, otherwise (one call of the user's code per burst).
+    #[inline(always)]
+    pub(super) fn check_burst(
+        &mut self,
+        w: usize,
+        burst: &[T],
+        at: u64,
+        spread: Option<&[u64]>,
+        mut stamp: impl FnMut(&T) -> u64,
+    ) {
+        if let Some(positions) = spread {
+            for (p, &pos) in burst.iter().zip(positions) {
+                self.check(w, pos, stamp(p));
+            }
+        } else if cfg!(debug_assertions) {
+            for (k, p) in burst.iter().enumerate() {
+                self.check(w, at + k as u64, stamp(p));
+            }
+        } else {
+            self.probe = self.probe.wrapping_add(PROBE_STEP);
+            let k = probe_offset(self.probe, burst.len());
+            self.check(w, at + k as u64, stamp(&burst[k]));
+        }
+    }
+
     /// `n` more hand-backs processed, each of the oldest packet not handed back; they
     /// complete packets unless a leave is under way.
     #[inline(always)]

@@ -89,6 +89,84 @@ fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
     assert_eq!(d.stage_entries(), [3, 3]);
 }
 
+/// A pipeline of one atomic stage takes the atomic distributor's paths: flows keyed by
+/// the tag's low 57 bits (tags that differ only above them share a flow), the order check
+/// of every packet handed back (debug builds), a `route` that panics there reaching the
+/// caller with the burst kept for `collect`, and entries counted whether or not the
+/// admission limit cuts the input short.
+#[test]
+fn one_atomic_stage_routes_and_checks_as_an_atomic_distributor() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fail = Arc::new(AtomicBool::new(false));
+    let f = Arc::clone(&fail);
+    let route = move |p: &Pkt| {
+        // Relaxed: one thread asks.
+        assert!(!f.load(Ordering::Relaxed), "route fails");
+        (p.0, p.1)
+    };
+    let c = Config::default().workers(2).credit(8);
+    let (mut d, mut ws) = distributor::new_pipeline(c, &[StageType::Atomic], route).unwrap();
+    // Two tags equal in their low 57 bits are one flow: both packets go to one worker.
+    let high = 1u64 << 60;
+    d.distribute(&mut vec![(0, 5, 0), (0, 5 | high, 1), (0, 6, 0)])
+        .unwrap();
+    let mut b = Vec::new();
+    let got: Vec<usize> = ws
+        .iter_mut()
+        .map(|w| {
+            w.recv_burst(&mut b, 8).unwrap();
+            let n = b.iter().filter(|p| p.1 & !high == 5).count();
+            w.done_burst(&mut b).unwrap();
+            n
+        })
+        .collect();
+    assert!(got == [2, 0] || got == [0, 2], "{got:?}");
+    let mut out = Vec::new();
+    d.distribute(&mut Vec::new()).unwrap();
+    d.collect(&mut out);
+    assert_eq!(out.len(), 3);
+    // The admission limit cuts the input short (the general pass), then allows it all.
+    d.set_admission_limit(2);
+    let mut input = vec![(0, 1, 0), (0, 2, 0), (0, 3, 0)];
+    assert_eq!(d.distribute(&mut input), Ok(2));
+    assert_eq!(input, [(0, 3, 0)]);
+    d.set_admission_limit(16);
+    assert_eq!(d.distribute(&mut input), Ok(1));
+    assert_eq!(d.stage_entries(), [6]);
+    // A `route` that panics while hand-backs are read: the burst comes out of `collect`.
+    let mut held = 0;
+    for w in ws.iter_mut() {
+        w.recv_burst(&mut b, 8).unwrap();
+        held += b.len();
+        w.done_burst(&mut b).unwrap();
+    }
+    assert_eq!(held, 3);
+    fail.store(true, Ordering::Relaxed);
+    assert!(catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new()))).is_err());
+    fail.store(false, Ordering::Relaxed);
+    out.clear();
+    while out.len() < 3 {
+        d.distribute(&mut Vec::new()).unwrap();
+        d.collect(&mut out);
+    }
+    assert_eq!(d.in_flight(), 0);
+    // A packet handed back with another flow than it was sent with is caught (every
+    // packet in debug builds, one per burst otherwise: a burst of one here).
+    d.distribute(&mut vec![(0, 9, 0)]).unwrap();
+    let w = ws.iter_mut().find_map(|w| {
+        w.recv_burst(&mut b, 8).unwrap();
+        (!b.is_empty()).then_some(w)
+    });
+    b[0].1 = 10;
+    w.unwrap().done_burst(&mut b).unwrap();
+    let e = catch_unwind(AssertUnwindSafe(|| d.distribute(&mut Vec::new()))).unwrap_err();
+    let msg = e.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("expected a packet of tag 0x9, got tag 0xa"),
+        "{msg}"
+    );
+}
+
 /// A forward to an earlier stage is caught at the distributor; the packet is not lost (it
 /// comes out of `collect`, as handed back).
 #[test]

@@ -383,6 +383,41 @@ where
         }
     }
 
+    /// [`took_burst`](Scheduling::took_burst) where packets may move: the order check of
+    /// those at the last stage, then each other packet's fate.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn took_staged(
+        &mut self,
+        w: usize,
+        lane: &mut Lane<T>,
+        returned: &mut Vec<T>,
+        backlog: &mut Backlog<T>,
+        start: usize,
+        at: u64,
+        spread: Option<&[u64]>,
+    ) {
+        let pos_of = |k: usize| spread.map_or(at + k as u64, |s| s[k]);
+        let each = spread.is_some() || cfg!(debug_assertions);
+        let from = spread.is_none().then_some(at);
+        let burst = &returned[start..];
+        let sort = || {
+            self.check_last(w, lane, burst, pos_of, each);
+            self.classify(w, lane, burst, pos_of, from)
+        };
+        // If `route` panics, the burst leaves through `collect` as handed back, and gives
+        // its places in ordered stages' windows up: none holds a later packet.
+        match catch_unwind(AssertUnwindSafe(sort)) {
+            Ok(sorted) => self.move_sorted(sorted, returned, backlog, start),
+            Err(panic) => {
+                for k in 0..returned.len() - start {
+                    self.give_place_up(lane.stamp(pos_of(k)), returned, backlog);
+                }
+                resume_unwind(panic);
+            }
+        }
+    }
+
     /// The order check of the packets a burst read that `classify` did not ask (those at a
     /// last stage that is not ordered), as an atomic distributor checks: every one in debug
     /// builds and past positions handed back out of order, one per burst otherwise.
@@ -466,6 +501,7 @@ where
         false
     }
 
+    #[inline(always)]
     fn route_call(d: &mut Distributor<T, Self>, pkts: &mut Vec<T>) -> usize {
         d.route_pipeline(pkts)
     }
@@ -486,7 +522,10 @@ where
     }
 
     /// Each packet's fate (see [`classify`](Pipeline::classify)), every route asked for
-    /// before any packet moves: if `route` panics, the burst stays for `collect`.
+    /// before any packet moves: if `route` panics, the burst stays for `collect`. In a
+    /// pipeline of one stage that is not ordered every packet completes where it is: the
+    /// order check of an atomic distributor, inline.
+    #[inline(always)]
     fn took_burst(
         &mut self,
         w: usize,
@@ -497,26 +536,14 @@ where
         at: u64,
         spread: Option<&[u64]>,
     ) {
-        let pos_of = |k: usize| spread.map_or(at + k as u64, |s| s[k]);
-        let each = spread.is_some() || cfg!(debug_assertions);
-        let moves = self.shape.len > 1 || self.shape.is_ordered(0);
-        let from = spread.is_none().then_some(at);
-        let burst = &returned[start..];
-        let sort = || {
-            self.check_last(w, lane, burst, pos_of, each);
-            moves.then(|| self.classify(w, lane, burst, pos_of, from))
-        };
-        // If `route` panics, the burst leaves through `collect` as handed back, and gives
-        // its places in ordered stages' windows up: none holds a later packet.
-        match catch_unwind(AssertUnwindSafe(sort)) {
-            Ok(Some(sorted)) => self.move_sorted(sorted, returned, backlog, start),
-            Ok(None) => {}
-            Err(panic) => {
-                for k in 0..returned.len() - start {
-                    self.give_place_up(lane.stamp(pos_of(k)), returned, backlog);
-                }
-                resume_unwind(panic);
-            }
+        if self.shape.len > 1 || self.shape.is_ordered(0) {
+            self.took_staged(w, lane, returned, backlog, start, at, spread);
+        } else if self.check_order {
+            let route = &mut self.route;
+            lane.check_burst(w, &returned[start..], at, spread, |p| {
+                let (to, tag) = route(p);
+                key(to, tag)
+            });
         }
     }
 

@@ -7,8 +7,9 @@
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
+use crate::distributor::admission::AdmitAll;
 use crate::distributor::backlog::Backlog;
-use crate::distributor::distribute::PutBack;
+use crate::distributor::distribute::{route_pass, PutBack};
 use crate::distributor::flows::{TagHasher, FLOW_TABLE_SOFT_LIMIT};
 use crate::distributor::lanes::{Lane, Pick, Router};
 use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
@@ -29,6 +30,7 @@ where
 {
     /// A call's routing pass (a worker is active): the forwarded packets, then new input
     /// while the admission limit allows.
+    #[inline(always)]
     pub(super) fn route_pipeline(&mut self, pkts: &mut Vec<T>) -> usize {
         if !self.sched.blocked.is_empty() {
             self.sched.blocked.clear();
@@ -38,24 +40,11 @@ where
         let mut input = std::mem::take(&mut self.scratch);
         std::mem::swap(&mut input, pkts);
         let len = input.len();
-        let g = PutBack {
-            rest: input.drain(..),
-            next: 0,
-            pkts,
-            stats: &mut self.stats,
-            finished: false,
-        };
-        let slack = if self.publish_all { 0 } else { self.batch - 1 };
-        let (mut pass, route) = Pass::new(
-            &mut self.lanes,
-            &mut self.sched,
-            self.pick,
-            self.credit,
-            slack,
-        );
-        input_pass(g, &mut pass, route, room);
-        self.pick = pass.router.pick;
-        drop(pass);
+        if len <= room && self.sched.one_atomic_stage() {
+            self.route_one_stage(&mut input, pkts);
+        } else {
+            self.route_new_input(&mut input, pkts, room);
+        }
         let accepted = (len - pkts.len()) as u64;
         self.scratch = input;
         let mut delta = [0u64; 5];
@@ -71,15 +60,96 @@ where
         accepted as usize
     }
 
+    /// The pass over new input, `input` taken while fewer than `room` were (see
+    /// [`input_pass`]); what it does not place goes onto `pkts`.
+    #[inline(always)]
+    fn route_new_input(&mut self, input: &mut Vec<T>, pkts: &mut Vec<T>, room: usize) {
+        let slack = self.slack();
+        let g = PutBack {
+            rest: input.drain(..),
+            next: 0,
+            pkts,
+            stats: &mut self.stats,
+            entered: None,
+            finished: false,
+        };
+        let (mut pass, route) = Pass::new(
+            &mut self.lanes,
+            &mut self.sched,
+            self.pick,
+            self.credit,
+            slack,
+        );
+        input_pass(g, &mut pass, route, room);
+        self.pick = pass.router.pick;
+    }
+
+    /// The pass over new input of a pipeline of one atomic stage that every worker serves,
+    /// all of whose `input` the admission limit allows: the loop of an atomic
+    /// distributor, the stage's entries counted once (panics included). What it does not
+    /// place goes onto `pkts`.
+    #[inline(never)]
+    fn route_one_stage(&mut self, input: &mut Vec<T>, pkts: &mut Vec<T>) {
+        let slack = self.slack();
+        let Self {
+            lanes,
+            pick,
+            credit,
+            stats,
+            sched,
+            ..
+        } = self;
+        let Pipeline {
+            route,
+            stages,
+            flows,
+            blocked,
+            ..
+        } = sched;
+        let len = input.len();
+        let g = PutBack {
+            rest: input.drain(..),
+            next: 0,
+            pkts,
+            stats,
+            entered: Some(&mut stages[0].entered),
+            finished: false,
+        };
+        let mut router = Router {
+            lanes,
+            flows,
+            pick: *pick,
+            credit: *credit,
+            slack,
+        };
+        // The one stage's key of a packet is its tag's low bits (`key(0, tag)`).
+        let mut tag = |p: &T| {
+            let (s, t) = route(p);
+            if s != 0 {
+                bad_stage(s, 1);
+            }
+            t & TAG_BITS
+        };
+        route_pass(g, &mut router, &mut tag, blocked, &AdmitAll, 0, u64::MAX);
+        *pick = router.pick;
+        stages[0].entered += (len - pkts.len()) as u64;
+    }
+
     /// Routes the forwarded packets (the backlog), oldest first, to their next stage;
     /// those that find no credit (or no room in an ordered stage's window) wait, and so
     /// do later ones of their flow at an atomic stage.
+    #[inline(always)]
     fn route_forwards(&mut self) {
         // A new pass: completions read since the last one may have lowered any load.
         self.pick = Pick::NONE;
-        if self.backlog.is_empty() {
-            return;
+        if !self.backlog.is_empty() {
+            self.route_waiting_forwards();
         }
+    }
+
+    /// [`route_forwards`](Self::route_forwards) of a backlog that holds packets.
+    #[inline(never)]
+    fn route_waiting_forwards(&mut self) {
         // The reschedules' routes first, before any packet moves: a panic (the user's
         // `route`, or a stage it gives that is out of range or behind) leaves the backlog
         // as it was, with the notes already routed (and the flag set, for the next pass).
@@ -149,6 +219,13 @@ impl<T, R> Pipeline<T, R> {
         levels.sort_unstable_by(|a, b| b.cmp(a));
         levels.dedup();
         levels
+    }
+
+    /// Whether the pipeline is one atomic stage that every worker serves: an atomic
+    /// distributor whose tag function is `route`.
+    #[inline(always)]
+    fn one_atomic_stage(&self) -> bool {
+        self.stages.len() == 1 && self.stages[0].kind == StageType::Atomic && self.links.all()
     }
 
     /// The key a packet entering `stage` as a packet of flow `tag` is routed by.
