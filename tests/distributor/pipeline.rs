@@ -72,8 +72,14 @@ fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
     );
     assert_eq!(input, [(3, 1, 1), (0, 2, 0)]);
     assert_eq!(d.in_flight(), 1);
-    // The packet placed before the panic counts as an entry of its stage.
+    // The packet placed before the panic counts as an entry of its stage, and as accepted
+    // (once: the call's own count never ran).
     assert_eq!(d.stage_entries(), [1]);
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(1));
+    input.remove(0);
+    assert_eq!(d.distribute(&mut input), Ok(1));
+    assert_eq!(d.stats().snapshot().get("accepted"), Some(2));
+    assert_eq!(d.stage_entries(), [2]);
     // A run of one stage after another: each counted at its own stage.
     let (mut d, _ws) =
         distributor::new_pipeline(c, &[StageType::Atomic, StageType::Parallel], route).unwrap();
