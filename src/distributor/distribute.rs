@@ -10,8 +10,8 @@ use crate::counter::GroupHandle;
 use super::admission::sealed::Admitting;
 use super::atomic::Atomic;
 use super::config::NoWorkers;
-use super::flows::TagHasher;
 use super::flows::FLOW_TABLE_SOFT_LIMIT;
+use super::flows::{FlowTable, TagHasher};
 use super::lanes::{Lane, Router};
 use super::schedule::Schedule;
 use super::stats::{ACCEPTED, BACKPRESSURED};
@@ -141,14 +141,24 @@ where
         // Every packet taken was routed or went back onto `pkts` (empty at the start).
         let accepted = (len - pkts.len()) as u64;
         self.scratch = input;
-        self.end_call(accepted, pkts.len() as u64);
+        self.end_call(accepted, pkts.len() as u64, |s: &mut Atomic<F, A>| {
+            &mut s.flows
+        });
         accepted as usize
     }
+}
 
+impl<T, S: Schedule<T>> Distributor<T, S> {
     /// The end of a call that routed: counts what it `accepted` and left `backpressured`,
-    /// forgets idle flows past the table's limit, and publishes what is due.
+    /// forgets idle flows past the table's limit (the schedule's table, from `flows`), and
+    /// publishes what is due.
     #[inline(always)]
-    fn end_call(&mut self, accepted: u64, backpressured: u64) {
+    pub(super) fn end_call(
+        &mut self,
+        accepted: u64,
+        backpressured: u64,
+        flows: impl FnOnce(&mut S) -> &mut FlowTable,
+    ) {
         // Counted before the packets are published: the publication may wake a worker's
         // task, whose waker may panic out of `push_staged` (the packets it did not push
         // stay staged for a later call), and a reader that has seen a packet at a worker
@@ -160,14 +170,10 @@ where
         // Before the publication too, so a panicking waker does not skip it; flows with
         // staged packets are in flight (their `last` counts them), so it keeps them.
         let lanes = &self.lanes;
-        self.sched
-            .flows
-            .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
+        flows(&mut self.sched).prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
         self.push_staged(true, self.publish_all);
     }
-}
 
-impl<T, S: Schedule<T>> Distributor<T, S> {
     /// Routes a burst: takes the packets it accepts out of `pkts` and returns how many.
     /// Packets it cannot place now stay in `pkts`, in order: a packet whose flow's worker
     /// has no credit left, and every later packet of the same flow in the burst (so a retry

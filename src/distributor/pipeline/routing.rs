@@ -10,9 +10,8 @@ use std::hash::BuildHasherDefault;
 use crate::distributor::admission::AdmitAll;
 use crate::distributor::backlog::Backlog;
 use crate::distributor::distribute::{route_pass, PutBack};
-use crate::distributor::flows::{TagHasher, FLOW_TABLE_SOFT_LIMIT};
+use crate::distributor::flows::TagHasher;
 use crate::distributor::lanes::{Lane, Pick, Router};
-use crate::distributor::stats::{ACCEPTED, BACKPRESSURED};
 use crate::distributor::Distributor;
 
 use super::keys::{
@@ -47,16 +46,9 @@ where
         }
         let accepted = (len - pkts.len()) as u64;
         self.scratch = input;
-        let mut delta = [0u64; 5];
-        delta[ACCEPTED] = accepted;
-        delta[BACKPRESSURED] = pkts.len() as u64;
-        // Counted before the publication, whose waker may panic (as for one stage).
-        self.stats.add_all(delta);
-        let lanes = &self.lanes;
-        self.sched
-            .flows
-            .prune_idle(|w| lanes[w].completed, FLOW_TABLE_SOFT_LIMIT);
-        self.push_staged(true, self.publish_all);
+        self.end_call(accepted, pkts.len() as u64, |s: &mut Pipeline<T, R>| {
+            &mut s.flows
+        });
         accepted as usize
     }
 
