@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +20,18 @@ const LONG: Duration = Duration::from_secs(30);
 
 fn route(p: &Pkt) -> (usize, u64) {
     (p.0, p.1)
+}
+
+/// A `route` that panics while the returned switch is on (`store(true, Relaxed)`).
+fn failing_route() -> (Arc<AtomicBool>, impl FnMut(&Pkt) -> (usize, u64)) {
+    let fail = Arc::new(AtomicBool::new(false));
+    let f = Arc::clone(&fail);
+    let route = move |p: &Pkt| {
+        // Relaxed: one thread asks.
+        assert!(!f.load(Ordering::Relaxed), "route fails");
+        (p.0, p.1)
+    };
+    (fail, route)
 }
 
 type OaDist = distributor::Distributor<Pkt, distributor::Pipeline<Pkt, fn(&Pkt) -> (usize, u64)>>;
@@ -102,14 +115,7 @@ fn a_stage_past_the_last_is_a_clear_panic_and_loses_nothing() {
 /// admission limit cuts the input short.
 #[test]
 fn one_atomic_stage_routes_and_checks_as_an_atomic_distributor() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let fail = Arc::new(AtomicBool::new(false));
-    let f = Arc::clone(&fail);
-    let route = move |p: &Pkt| {
-        // Relaxed: one thread asks.
-        assert!(!f.load(Ordering::Relaxed), "route fails");
-        (p.0, p.1)
-    };
+    let (fail, route) = failing_route();
     let c = Config::default().workers(2).credit(8);
     let (mut d, mut ws) = distributor::new_pipeline(c, &[StageType::Atomic], route).unwrap();
     // Two tags equal in their low 57 bits are one flow: both packets go to one worker.
@@ -557,14 +563,7 @@ fn forwards_to_a_higher_priority_stage_are_placed_first() {
 /// that burst leave through `collect` as handed back, and nothing is lost or counted twice.
 #[test]
 fn a_route_that_panics_on_a_hand_back_loses_nothing() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let fail = Arc::new(AtomicBool::new(false));
-    let f = Arc::clone(&fail);
-    let route = move |p: &Pkt| {
-        // Relaxed: one thread asks.
-        assert!(!f.load(Ordering::Relaxed), "route fails");
-        (p.0, p.1)
-    };
+    let (fail, route) = failing_route();
     let c = Config::default().workers(1).credit(8);
     let stages = [StageType::Atomic, StageType::Atomic];
     let (mut d, mut ws) = distributor::new_pipeline(c, &stages, route).unwrap();
