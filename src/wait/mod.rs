@@ -121,6 +121,7 @@ mod futures;
 mod sleepers;
 #[cfg(all(test, not(loom), feature = "async"))]
 mod tests;
+mod wake_call;
 
 pub use barrier::*;
 pub(crate) use blocking::*;

@@ -73,7 +73,7 @@ pub(crate) struct Sleepers {
     /// [`PUBLISHERS_FENCE`] where publishers must run a full fence before they trust the
     /// count. Written only by sleepers (and by the wake that consumes a task's
     /// registration); read by every publication of a waitable ring.
-    waiting: AtomicU32,
+    pub(super) waiting: AtomicU32,
     pub(super) lock: Mutex<Wakers>,
     cv: Condvar,
 }
@@ -140,7 +140,7 @@ impl WakingIndex {
             self.sleepers.0.waiting
         );
         if w != 0 {
-            self.sleepers.0.notify_slow(w);
+            self.sleepers.0.notify_cold(w);
         }
     }
 }
@@ -208,7 +208,7 @@ impl Sleepers {
     pub(crate) fn notify(&self) {
         let w = self.waiting_after_publish();
         if w != 0 {
-            self.notify_slow(w);
+            self.notify_cold(w);
         }
     }
 
@@ -217,7 +217,7 @@ impl Sleepers {
     /// wake if anyone sleeps.
     #[cold]
     #[inline(never)]
-    fn notify_slow(&self, mut w: u32) {
+    pub(super) fn notify_slow(&self, mut w: u32) {
         if w & PUBLISHERS_FENCE != 0 {
             // The light barrier without membarrier: a full fence between the caller's
             // index store and the load of the count (module docs).

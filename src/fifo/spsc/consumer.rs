@@ -333,11 +333,31 @@ impl<T, W: WaitMode> Consumer<T, W> {
     /// assert_eq!(rx.pop(), Some('a'));
     /// assert_eq!(rx.pop(), None);
     /// ```
-    #[inline]
+    #[inline(always)]
     #[must_use = "the item is dropped if it is not used"]
     #[doc(alias = "try_recv")]
     #[doc(alias = "recv")]
     pub fn pop(&mut self) -> Option<T> {
+        // A waitable end's pop is always inlined: its wake check, though never taken while
+        // both ends run, puts the body just past the compiler's inlining threshold, and a
+        // pop called out of line runs at about half the rate in a loop of single items
+        // (`docs/performance-notes.md`, section 16). A plain end's is left to the compiler.
+        if W::WAITS {
+            self.pop_inlined()
+        } else {
+            self.pop_hinted()
+        }
+    }
+
+    /// [`pop`](Self::pop) where the compiler decides whether to inline it.
+    #[inline]
+    fn pop_hinted(&mut self) -> Option<T> {
+        self.pop_inlined()
+    }
+
+    /// The body of [`pop`](Self::pop).
+    #[inline(always)]
+    fn pop_inlined(&mut self) -> Option<T> {
         if self.available_for(1) == 0 {
             return None;
         }
