@@ -32,67 +32,7 @@ impl Sleepers {
             // The callee loads the word again: a load after the same index store, so it proves
             // as much as the one that found `w`.
             let _ = w;
-            let mut saved = core::mem::MaybeUninit::<[u64; 10]>::uninit();
-            // SAFETY: the block calls `notify_from_asm` with `self` (live for the call) in
-            // `rdi`, as the System V ABI wants: the stack pointer is aligned for a call on
-            // entry (no `nostack`, so the block may push; the call pushes its return address
-            // and nothing else), the direction flag is clear (Rust's guarantee on entry), and
-            // the callee never unwinds (`notify_from_asm` aborts instead). The callee may
-            // clobber the ABI's caller-saved registers: the nine general ones are stored to
-            // `saved` (80 bytes of this frame, written by this block only) with `r12`, which
-            // is then the base the callee preserves, and all ten are loaded back from it
-            // (`rdi`, the input, included); the vector, mask, x87, MMX and tile registers and
-            // the flags are declared clobbered. The stack pointer is the same at the call as
-            // on entry, so the caller's unwind tables still describe the frame while the
-            // callee runs (a backtrace taken in a waker walks through it). The block may read
-            // and write memory (the callee takes the sleepers' mutex and runs wakers): no
-            // `readonly`, no `nomem`. `call` to a symbol assembles to a PLT-relative call,
-            // which links in position-independent code too.
-            unsafe {
-                core::arch::asm!(
-                    "mov qword ptr [{buf}], rax",
-                    "mov qword ptr [{buf} + 8], rcx",
-                    "mov qword ptr [{buf} + 16], rdx",
-                    "mov qword ptr [{buf} + 24], rsi",
-                    "mov qword ptr [{buf} + 32], rdi",
-                    "mov qword ptr [{buf} + 40], r8",
-                    "mov qword ptr [{buf} + 48], r9",
-                    "mov qword ptr [{buf} + 56], r10",
-                    "mov qword ptr [{buf} + 64], r11",
-                    "mov qword ptr [{buf} + 72], r12",
-                    "mov r12, {buf}",
-                    "call {entry}",
-                    "mov rax, qword ptr [r12]",
-                    "mov rcx, qword ptr [r12 + 8]",
-                    "mov rdx, qword ptr [r12 + 16]",
-                    "mov rsi, qword ptr [r12 + 24]",
-                    "mov rdi, qword ptr [r12 + 32]",
-                    "mov r8, qword ptr [r12 + 40]",
-                    "mov r9, qword ptr [r12 + 48]",
-                    "mov r10, qword ptr [r12 + 56]",
-                    "mov r11, qword ptr [r12 + 64]",
-                    "mov r12, qword ptr [r12 + 72]",
-                    buf = in(reg) saved.as_mut_ptr(),
-                    entry = sym notify_from_asm,
-                    in("rdi") self as *const Sleepers,
-                    out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                    out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
-                    out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
-                    out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
-                    out("xmm16") _, out("xmm17") _, out("xmm18") _, out("xmm19") _,
-                    out("xmm20") _, out("xmm21") _, out("xmm22") _, out("xmm23") _,
-                    out("xmm24") _, out("xmm25") _, out("xmm26") _, out("xmm27") _,
-                    out("xmm28") _, out("xmm29") _, out("xmm30") _, out("xmm31") _,
-                    out("k0") _, out("k1") _, out("k2") _, out("k3") _,
-                    out("k4") _, out("k5") _, out("k6") _, out("k7") _,
-                    out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
-                    out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
-                    out("mm0") _, out("mm1") _, out("mm2") _, out("mm3") _,
-                    out("mm4") _, out("mm5") _, out("mm6") _, out("mm7") _,
-                    out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
-                    out("tmm4") _, out("tmm5") _, out("tmm6") _, out("tmm7") _,
-                );
-            }
+            self.notify_from_block();
         }
         #[cfg(not(all(
             target_arch = "x86_64",
@@ -102,6 +42,80 @@ impl Sleepers {
             not(miri)
         )))]
         self.notify_slow(w);
+    }
+
+    /// [`notify_slow`](Self::notify_slow) from an `asm!` block that saves and restores every
+    /// general register the call may clobber.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_pointer_width = "64",
+        target_os = "linux",
+        not(loom),
+        not(miri)
+    ))]
+    #[inline(always)]
+    fn notify_from_block(&self) {
+        let mut saved = core::mem::MaybeUninit::<[u64; 10]>::uninit();
+        // SAFETY: the block calls `notify_from_asm` with `self` (live for the call) in
+        // `rdi`, as the System V ABI wants: the stack pointer is aligned for a call on
+        // entry (no `nostack`, so the block may push; the call pushes its return address
+        // and nothing else), the direction flag is clear (Rust's guarantee on entry), and
+        // the callee never unwinds (`notify_from_asm` aborts instead). The callee may
+        // clobber the ABI's caller-saved registers: the nine general ones are stored to
+        // `saved` (80 bytes of this frame, written by this block only) with `r12`, which
+        // is then the base the callee preserves, and all ten are loaded back from it
+        // (`rdi`, the input, included); the vector, mask, x87, MMX and tile registers and
+        // the flags are declared clobbered. The stack pointer is the same at the call as
+        // on entry, so the caller's unwind tables still describe the frame while the
+        // callee runs (a backtrace taken in a waker walks through it). The block may read
+        // and write memory (the callee takes the sleepers' mutex and runs wakers): no
+        // `readonly`, no `nomem`. `call` to a symbol assembles to a PLT-relative call,
+        // which links in position-independent code too.
+        unsafe {
+            core::arch::asm!(
+                "mov qword ptr [{buf}], rax",
+                "mov qword ptr [{buf} + 8], rcx",
+                "mov qword ptr [{buf} + 16], rdx",
+                "mov qword ptr [{buf} + 24], rsi",
+                "mov qword ptr [{buf} + 32], rdi",
+                "mov qword ptr [{buf} + 40], r8",
+                "mov qword ptr [{buf} + 48], r9",
+                "mov qword ptr [{buf} + 56], r10",
+                "mov qword ptr [{buf} + 64], r11",
+                "mov qword ptr [{buf} + 72], r12",
+                "mov r12, {buf}",
+                "call {entry}",
+                "mov rax, qword ptr [r12]",
+                "mov rcx, qword ptr [r12 + 8]",
+                "mov rdx, qword ptr [r12 + 16]",
+                "mov rsi, qword ptr [r12 + 24]",
+                "mov rdi, qword ptr [r12 + 32]",
+                "mov r8, qword ptr [r12 + 40]",
+                "mov r9, qword ptr [r12 + 48]",
+                "mov r10, qword ptr [r12 + 56]",
+                "mov r11, qword ptr [r12 + 64]",
+                "mov r12, qword ptr [r12 + 72]",
+                buf = in(reg) saved.as_mut_ptr(),
+                entry = sym notify_from_asm,
+                in("rdi") self as *const Sleepers,
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
+                out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
+                out("xmm12") _, out("xmm13") _, out("xmm14") _, out("xmm15") _,
+                out("xmm16") _, out("xmm17") _, out("xmm18") _, out("xmm19") _,
+                out("xmm20") _, out("xmm21") _, out("xmm22") _, out("xmm23") _,
+                out("xmm24") _, out("xmm25") _, out("xmm26") _, out("xmm27") _,
+                out("xmm28") _, out("xmm29") _, out("xmm30") _, out("xmm31") _,
+                out("k0") _, out("k1") _, out("k2") _, out("k3") _,
+                out("k4") _, out("k5") _, out("k6") _, out("k7") _,
+                out("st(0)") _, out("st(1)") _, out("st(2)") _, out("st(3)") _,
+                out("st(4)") _, out("st(5)") _, out("st(6)") _, out("st(7)") _,
+                out("mm0") _, out("mm1") _, out("mm2") _, out("mm3") _,
+                out("mm4") _, out("mm5") _, out("mm6") _, out("mm7") _,
+                out("tmm0") _, out("tmm1") _, out("tmm2") _, out("tmm3") _,
+                out("tmm4") _, out("tmm5") _, out("tmm6") _, out("tmm7") _,
+            );
+        }
     }
 }
 
