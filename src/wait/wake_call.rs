@@ -32,7 +32,7 @@ impl Sleepers {
             // The callee loads the word again: a load after the same index store, so it proves
             // as much as the one that found `w`.
             let _ = w;
-            self.notify_from_block();
+            registers_kept::call(self);
         }
         #[cfg(not(all(
             target_arch = "x86_64",
@@ -43,34 +43,42 @@ impl Sleepers {
         )))]
         self.notify_slow(w);
     }
+}
 
-    /// [`notify_slow`](Self::notify_slow) from an `asm!` block that saves and restores every
+/// The `asm!` call and its C entry, on the targets where the block is written.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_pointer_width = "64",
+    target_os = "linux",
+    not(loom),
+    not(miri)
+))]
+mod registers_kept {
+    use super::*;
+
+    /// [`Sleepers::notify_slow`] for `s` from an `asm!` block that saves and restores every
     /// general register the call may clobber.
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_pointer_width = "64",
-        target_os = "linux",
-        not(loom),
-        not(miri)
-    ))]
+    ///
+    /// What the block relies on: the stack pointer is aligned for a call on entry (no
+    /// `nostack`, so the block may push; the call pushes its return address and nothing
+    /// else), the direction flag is clear (Rust's guarantee on entry), and the callee never
+    /// unwinds (`notify_from_asm` aborts instead). The callee may clobber the System V
+    /// ABI's caller-saved registers: the nine general ones are stored to `saved` (80 bytes
+    /// of this frame, written by this block only) with `r12`, which is then the base the
+    /// callee preserves, and all ten are loaded back from it (`rdi`, the input, included);
+    /// the vector, mask, x87, MMX and tile registers and the flags are declared clobbered.
+    /// The stack pointer is the same at the call as on entry, so the caller's unwind tables
+    /// still describe the frame while the callee runs (a backtrace taken in a waker walks
+    /// through it). The block may read and write memory (the callee takes the sleepers'
+    /// mutex and runs wakers): no `readonly`, no `nomem`. `call` to a symbol assembles to a
+    /// PLT-relative call, which links in position-independent code too.
     #[inline(always)]
-    fn notify_from_block(&self) {
+    pub(super) fn call(s: &Sleepers) {
         let mut saved = core::mem::MaybeUninit::<[u64; 10]>::uninit();
-        // SAFETY: the block calls `notify_from_asm` with `self` (live for the call) in
-        // `rdi`, as the System V ABI wants: the stack pointer is aligned for a call on
-        // entry (no `nostack`, so the block may push; the call pushes its return address
-        // and nothing else), the direction flag is clear (Rust's guarantee on entry), and
-        // the callee never unwinds (`notify_from_asm` aborts instead). The callee may
-        // clobber the ABI's caller-saved registers: the nine general ones are stored to
-        // `saved` (80 bytes of this frame, written by this block only) with `r12`, which
-        // is then the base the callee preserves, and all ten are loaded back from it
-        // (`rdi`, the input, included); the vector, mask, x87, MMX and tile registers and
-        // the flags are declared clobbered. The stack pointer is the same at the call as
-        // on entry, so the caller's unwind tables still describe the frame while the
-        // callee runs (a backtrace taken in a waker walks through it). The block may read
-        // and write memory (the callee takes the sleepers' mutex and runs wakers): no
-        // `readonly`, no `nomem`. `call` to a symbol assembles to a PLT-relative call,
-        // which links in position-independent code too.
+        // SAFETY: `s` is live for the call and goes in `rdi` as `notify_from_asm` takes it;
+        // every general register the callee may clobber is saved to `saved` and restored,
+        // every other one is declared clobbered, and the stack pointer is aligned and
+        // unmoved at the call (the function's docs spell each out).
         unsafe {
             core::arch::asm!(
                 "mov qword ptr [{buf}], rax",
@@ -97,7 +105,7 @@ impl Sleepers {
                 "mov r12, qword ptr [r12 + 72]",
                 buf = in(reg) saved.as_mut_ptr(),
                 entry = sym notify_from_asm,
-                in("rdi") self as *const Sleepers,
+                in("rdi") s as *const Sleepers,
                 out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
                 out("xmm4") _, out("xmm5") _, out("xmm6") _, out("xmm7") _,
                 out("xmm8") _, out("xmm9") _, out("xmm10") _, out("xmm11") _,
@@ -117,36 +125,29 @@ impl Sleepers {
             );
         }
     }
-}
 
-/// [`Sleepers::notify_slow`] behind the C calling convention, for the `asm!` call above.
-/// It never unwinds: `notify_slow` contains the panics of the wakers it runs, and any
-/// other panic there (none is known) aborts the process instead of unwinding into the
-/// block.
-///
-/// # Safety
-///
-/// `s` points to live [`Sleepers`].
-#[cfg(all(
-    target_arch = "x86_64",
-    target_pointer_width = "64",
-    target_os = "linux",
-    not(loom),
-    not(miri)
-))]
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn notify_from_asm(s: *const Sleepers) {
-    struct AbortOnUnwind;
-    impl Drop for AbortOnUnwind {
-        fn drop(&mut self) {
-            std::process::abort();
+    /// [`Sleepers::notify_slow`] behind the C calling convention, for the `asm!` call above.
+    /// It never unwinds: `notify_slow` contains the panics of the wakers it runs, and any
+    /// other panic there (none is known) aborts the process instead of unwinding into the
+    /// block.
+    ///
+    /// # Safety
+    ///
+    /// `s` points to live [`Sleepers`].
+    #[cold]
+    #[inline(never)]
+    unsafe extern "C" fn notify_from_asm(s: *const Sleepers) {
+        struct AbortOnUnwind;
+        impl Drop for AbortOnUnwind {
+            fn drop(&mut self) {
+                std::process::abort();
+            }
         }
+        let guard = AbortOnUnwind;
+        // SAFETY: the caller's contract: `s` is live for this call.
+        unsafe { (*s).notify_slow((*s).waiting.load(Ordering::Relaxed)) };
+        core::mem::forget(guard);
     }
-    let guard = AbortOnUnwind;
-    // SAFETY: the caller's contract: `s` is live for this call.
-    unsafe { (*s).notify_slow((*s).waiting.load(Ordering::Relaxed)) };
-    core::mem::forget(guard);
 }
 
 #[cfg(all(test, not(loom)))]
